@@ -1,0 +1,400 @@
+"""Checks that a parsed protocol can be enacted, and builds the model if it can.
+
+Every problem in a file is reported at once, each at the place it occurs and
+naming the offending name; a protocol with errors is never built.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from lark import Token
+
+from langshaw._parser import RawProtocol, parse_raw
+from langshaw.diagnostics import (
+    Diagnostic,
+    LangshawSyntaxError,
+    LangshawValidationError,
+)
+from langshaw.model import Action, LangshawProtocol
+
+_KEYWORDS = ("who", "what", "do", "sayso", "nono", "nogo")
+
+
+class _Report:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: list[Diagnostic] = []
+
+    def error(self, token: Token | None, code: str, message: str) -> None:
+        self._add(token, code, message, "error")
+
+    def warning(self, token: Token | None, code: str, message: str) -> None:
+        self._add(token, code, message, "warning")
+
+    def _add(self, token: Token | None, code: str, message: str, severity: str) -> None:
+        line = token.line if token is not None and token.line else 1
+        column = token.column if token is not None and token.column else 1
+        self.items.append(Diagnostic(self.source, line, column, message, severity, code))  # type: ignore[arg-type]
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity == "error"]
+
+
+def _suggest(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _listing(names: Iterable[str]) -> str:
+    return ", ".join(names) or "none"
+
+
+def build(text: str, source: str) -> LangshawProtocol:
+    raw, syntax_errors = parse_raw(text, source)
+    if syntax_errors or raw is None:
+        raise LangshawSyntaxError(syntax_errors)
+    report = _Report(source)
+    protocol = _check(raw, report)
+    if report.errors or protocol is None:
+        raise LangshawValidationError(report.items)
+    return protocol
+
+
+def diagnose(text: str, source: str) -> tuple[LangshawProtocol | None, list[Diagnostic]]:
+    """Every diagnostic for ``text`` (errors and warnings), and the protocol if it is valid."""
+    raw, syntax_errors = parse_raw(text, source)
+    if syntax_errors or raw is None:
+        return None, sorted(syntax_errors)
+    report = _Report(source)
+    protocol = _check(raw, report)
+    return (None if report.errors else protocol), sorted(report.items)
+
+
+def _check(raw: RawProtocol, report: _Report) -> LangshawProtocol | None:
+    assert raw.name is not None
+    name = raw.name.value.strip()
+    first_word = name.split()[0] if name.split() else ""
+    if first_word.rstrip(":") in _KEYWORDS:
+        report.error(
+            raw.name,
+            "name",
+            f"the first line must be the protocol's name, but it starts with the clause "
+            f"'{first_word.rstrip(':')}'",
+        )
+    for keyword in ("who", "what", "do"):
+        if keyword not in raw.clause_keywords:
+            report.error(raw.name, "missing-clause", f"the protocol has no '{keyword}' clause")
+    if "who" in raw.clause_keywords and not raw.roles:
+        report.error(raw.clause_keywords["who"], "empty-clause", "'who' names no role")
+    if "do" in raw.clause_keywords and not raw.actions:
+        report.error(raw.clause_keywords["do"], "empty-clause", "'do' declares no action")
+
+    # Roles ---------------------------------------------------------------------
+    roles: dict[str, Token] = {}
+    for token in raw.roles:
+        if token.value in roles:
+            report.error(token, "duplicate-role", f"role '{token.value}' is declared twice")
+        else:
+            roles[token.value] = token
+
+    # Actions ------------------------------------------------------------------
+    actions: dict[str, tuple[Token, Token, list[Token], str]] = {}
+    for act in raw.actions:
+        if act.name.value in actions:
+            first = actions[act.name.value][1]
+            report.error(
+                act.name,
+                "duplicate-action",
+                f"action '{act.name.value}' is already declared at line {first.line}",
+            )
+            continue
+        actions[act.name.value] = (act.actor, act.name, act.attributes, act.doc)
+        if act.actor.value not in roles:
+            report.error(
+                act.actor,
+                "unknown-role",
+                f"undeclared role '{act.actor.value}' performs '{act.name.value}'"
+                f" (roles: {_listing(roles)}){_suggest(act.actor.value, roles)}",
+            )
+        seen_attrs: set[str] = set()
+        for attr in act.attributes:
+            if attr.value in seen_attrs:
+                report.error(
+                    attr,
+                    "duplicate-attribute",
+                    f"attribute '{attr.value}' appears twice in '{act.name.value}'",
+                )
+            seen_attrs.add(attr.value)
+            if attr.value == act.name.value:
+                report.error(
+                    attr, "self-dependency", f"action '{act.name.value}' depends on itself"
+                )
+        if not act.attributes:
+            report.error(act.name, "no-key", f"action '{act.name.value}' has no attributes")
+
+    # Keys ---------------------------------------------------------------------
+    keys: dict[str, Token] = {}
+    for token in raw.keys:
+        if token.value in keys:
+            report.error(token, "duplicate-key", f"key '{token.value}' is declared twice")
+        elif token.value in actions:
+            report.error(token, "key-is-action", f"key '{token.value}' has the name of an action")
+        else:
+            keys[token.value] = token
+    if not keys and "what" in raw.clause_keywords:
+        report.error(
+            raw.clause_keywords["what"],
+            "no-key",
+            "the protocol declares no key (mark one in 'what', e.g. 'what id key, Done')",
+        )
+
+    all_attributes: dict[str, Token] = {}
+    for _actor, act_name, attrs, _doc in actions.values():
+        for attr in attrs:
+            all_attributes.setdefault(attr.value, attr)
+        carried = [a.value for a in attrs if a.value in keys]
+        if keys and not carried and attrs:
+            report.error(
+                act_name,
+                "no-key",
+                f"action '{act_name.value}' carries none of the protocol's keys ({_listing(keys)})",
+            )
+    for key, token in keys.items():
+        if key not in all_attributes:
+            report.error(token, "unused-key", f"key '{key}' is carried by no action")
+    root_keys = tuple(
+        k for k in keys if all(k in {a.value for a in attrs} for _, _, attrs, _ in actions.values())
+    )
+    if keys and actions and not root_keys and not report.errors:
+        missing = {
+            k: [n for n, (_, _, attrs, _) in actions.items() if k not in {a.value for a in attrs}]
+            for k in keys
+        }
+        detail = "; ".join(f"'{k}' is missing from {_listing(v)}" for k, v in missing.items())
+        report.error(
+            raw.clause_keywords.get("what"),
+            "no-root-key",
+            f"no key is carried by every action, so enactments cannot be told apart ({detail})",
+        )
+
+    # Sayso --------------------------------------------------------------------
+    sayso: dict[str, tuple[str, ...]] = {}
+    sayso_at: dict[str, Token] = {}
+    for chain, attrs in raw.sayso:
+        chain_roles: list[str] = []
+        for role in chain:
+            if role.value not in roles:
+                report.error(
+                    role,
+                    "unknown-role",
+                    f"undeclared role '{role.value}' in sayso (roles: {_listing(roles)})"
+                    f"{_suggest(role.value, roles)}",
+                )
+            if role.value in chain_roles:
+                report.error(
+                    role,
+                    "priority-duplicate",
+                    f"role '{role.value}' appears twice in the priority chain",
+                )
+            else:
+                chain_roles.append(role.value)
+        for attr in attrs:
+            if attr.value in sayso_at:
+                report.error(
+                    attr,
+                    "sayso-duplicate",
+                    f"attribute '{attr.value}' is already in the sayso clause at line "
+                    f"{sayso_at[attr.value].line}",
+                )
+                continue
+            sayso_at[attr.value] = attr
+            sayso[attr.value] = tuple(chain_roles)
+            if attr.value in actions:
+                report.error(
+                    attr,
+                    "sayso-action",
+                    f"'{attr.value}' is an action: its binding records that the action occurred, "
+                    "so no role can be given it by sayso",
+                )
+            elif attr.value in keys:
+                report.warning(
+                    attr,
+                    "sayso-key",
+                    f"key '{attr.value}' needs no sayso: the performer of a scope's first action "
+                    "binds its keys",
+                )
+            elif attr.value not in all_attributes:
+                report.error(
+                    attr,
+                    "sayso-unknown-attribute",
+                    f"sayso names '{attr.value}', which no action carries"
+                    f"{_suggest(attr.value, all_attributes)}",
+                )
+
+    for _actor, act_name, attrs, _doc in actions.values():
+        for attr in attrs:
+            value = attr.value
+            if value in keys or value in actions or value in sayso or value == act_name.value:
+                continue
+            report.error(
+                attr,
+                "unbindable-attribute",
+                f"attribute '{value}' of '{act_name.value}' is neither a key, nor an action, "
+                "nor given to any role by sayso: nobody could bind it",
+            )
+
+    # nono, nogo, what -----------------------------------------------------------
+    nono: list[tuple[str, ...]] = []
+    for group in raw.nono:
+        names: list[str] = []
+        for token in group:
+            if token.value not in actions:
+                report.error(
+                    token,
+                    "unknown-action",
+                    f"unknown action '{token.value}' in nono{_suggest(token.value, actions)}",
+                )
+            elif token.value in names:
+                report.error(token, "nono-duplicate", f"'{token.value}' appears twice in this nono")
+            else:
+                names.append(token.value)
+        if len(names) >= 2:
+            nono.append(tuple(names))
+    nogo: list[tuple[str, str]] = []
+    for before, after in raw.nogo:
+        ok = True
+        for token in (before, after):
+            if token.value not in actions:
+                ok = False
+                report.error(
+                    token,
+                    "unknown-action",
+                    f"unknown action '{token.value}' in nogo{_suggest(token.value, actions)}",
+                )
+        if ok and before.value == after.value:
+            report.error(
+                before, "nogo-self", f"'{before.value} -/> {after.value}' names one action"
+            )
+        elif ok:
+            nogo.append((before.value, after.value))
+    completion: list[tuple[str, ...]] = []
+    for goal in raw.goals:
+        for token in goal:
+            if token.value not in actions and token.value not in all_attributes:
+                report.error(
+                    token,
+                    "unknown-name",
+                    f"'{token.value}' in what is neither an action nor an attribute"
+                    f"{_suggest(token.value, [*actions, *all_attributes])}",
+                )
+        completion.append(tuple(t.value for t in goal))
+
+    if report.errors:
+        return None
+
+    built = {
+        name: Action(
+            name=name,
+            actor=actor.value,
+            attributes=tuple(a.value for a in attrs),
+            doc=doc,
+            keys=tuple(a.value for a in attrs if a.value in keys),
+            dependencies=tuple(a.value for a in attrs if a.value in actions),
+            line=act_name.line or 0,
+        )
+        for name, (actor, act_name, attrs, doc) in actions.items()
+    }
+    _warn_unreachable(built, sayso, keys, actions, completion, raw, report)
+    return LangshawProtocol(
+        name=name,
+        roles=tuple(roles),
+        keys=tuple(keys),
+        completion=tuple(completion),
+        actions=built,
+        sayso=sayso,
+        nono=tuple(nono),
+        nogo=tuple(nogo),
+        source=report.source,
+        warnings=tuple(sorted(d for d in report.items if d.severity == "warning")),
+        root_keys=root_keys,
+    )
+
+
+def _warn_unreachable(
+    actions: dict[str, Action],
+    sayso: dict[str, tuple[str, ...]],
+    keys: dict[str, Token],
+    tokens: dict[str, tuple[Token, Token, list[Token], str]],
+    completion: list[tuple[str, ...]],
+    raw: RawProtocol,
+    report: _Report,
+) -> None:
+    """Warn about actions the simple binding rules can never enable.
+
+    An action is reachable when each attribute is a key, a dependency on a
+    reachable action in a related scope, given to its performer by sayso, or bound
+    by another reachable action in the same or an enclosing scope (fewer keys).
+    """
+    reachable: set[str] = set()
+
+    def blocker(action: Action) -> str | None:
+        """Why ``action`` cannot be enabled yet, or None."""
+        mine = set(action.keys)
+        for attr in action.attributes:
+            if attr in keys:
+                continue
+            if attr in actions:
+                dep = actions[attr]
+                theirs = set(dep.keys)
+                if attr not in reachable:
+                    return f"it depends on '{attr}', which can never occur"
+                if not (theirs <= mine or mine <= theirs):
+                    return (
+                        f"it depends on '{attr}', whose keys ({', '.join(dep.keys)}) are neither "
+                        f"a subset nor a superset of its own ({', '.join(action.keys)})"
+                    )
+                continue
+            if action.actor in sayso.get(attr, ()):
+                continue
+            if any(
+                attr in other.attributes and set(other.keys) <= mine
+                for other in actions.values()
+                if other.name in reachable and other.name != action.name
+            ):
+                continue
+            owners = " > ".join(sayso.get(attr, ())) or "nobody"
+            return (
+                f"'{attr}' can only be bound by {owners} (sayso), and no action that could occur "
+                f"before it in the same or an enclosing scope binds it"
+            )
+        return None
+
+    changed = True
+    while changed:
+        changed = False
+        for action in actions.values():
+            if action.name not in reachable and blocker(action) is None:
+                reachable.add(action.name)
+                changed = True
+    for action in actions.values():
+        if action.name not in reachable:
+            reason = blocker(action)
+            report.warning(
+                tokens[action.name][1],
+                "never-enabled",
+                f"action '{action.name}' can never be enabled: {reason}",
+            )
+    attributes = {a for act in actions.values() for a in act.attributes}
+    for clause, goal in zip(completion, raw.goals, strict=True):
+        if all(n in actions and n not in reachable for n in clause) and not (
+            set(clause) & (attributes - set(actions))
+        ):
+            report.warning(
+                goal[0],
+                "unreachable-goal",
+                f"completion clause '{' or '.join(clause)}' can never hold: none of its actions "
+                "can occur",
+            )

@@ -1,0 +1,138 @@
+"""The protocol model: what a Langshaw file means, immutable once built.
+
+Everything an adapter, a server or an LLM prompt needs to know about a protocol
+is here, already checked; nothing downstream re-reads the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from langshaw.diagnostics import Diagnostic
+
+
+@dataclass(frozen=True, eq=False)
+class Action:
+    """An action schema: who performs it and which attributes an instance binds.
+
+    ``keys`` are the protocol keys among the attributes (they make up an
+    instance's scope) and ``dependencies`` the attributes that name other actions
+    (each must have occurred first).
+    """
+
+    name: str
+    actor: str
+    attributes: tuple[str, ...]
+    doc: str = ""
+    keys: tuple[str, ...] = ()
+    dependencies: tuple[str, ...] = ()
+    line: int = 0
+
+    def __repr__(self) -> str:
+        return f"Action({self.actor}: {self.name}({', '.join(self.attributes)}))"
+
+
+def _freeze(mapping: Mapping) -> Mapping:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, eq=False)
+class LangshawProtocol:
+    """A validated Langshaw protocol.
+
+    ``completion`` is a list of clauses, each a tuple of names: the protocol's goal
+    holds when every clause holds, and a clause holds when any of its names has
+    occurred (an action) or is bound (an attribute). ``sayso`` maps an attribute
+    to the roles that may bind it, highest priority first. ``nono`` groups are
+    mutually exclusive; each ``nogo`` pair ``(A, B)`` reads "A -/> B": once A has
+    occurred, B may not.
+    """
+
+    name: str
+    roles: tuple[str, ...]
+    keys: tuple[str, ...]
+    completion: tuple[tuple[str, ...], ...]
+    actions: Mapping[str, Action]
+    sayso: Mapping[str, tuple[str, ...]]
+    nono: tuple[tuple[str, ...], ...]
+    nogo: tuple[tuple[str, str], ...]
+    source: str = "<string>"
+    warnings: tuple[Diagnostic, ...] = ()
+    root_keys: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actions", _freeze(self.actions))
+        object.__setattr__(self, "sayso", _freeze(self.sayso))
+
+    # Construction ---------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<string>") -> LangshawProtocol:
+        """Parse and validate ``text``; raise LangshawError listing every error."""
+        from langshaw._validate import build
+
+        return build(text, source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> LangshawProtocol:
+        """Load a ``.lsh`` file; errors are reported as ``path:line:col: message``."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            from langshaw.diagnostics import LangshawError
+
+            reason = exc.strerror or str(exc)
+            diagnostic = Diagnostic(str(path), 1, 1, f"cannot read: {reason}", code="io")
+            raise LangshawError([diagnostic]) from None
+        except UnicodeDecodeError as exc:
+            from langshaw.diagnostics import LangshawError
+
+            line = exc.object[: exc.start].count(b"\n") + 1
+            diagnostic = Diagnostic(str(path), line, 1, "not UTF-8 text", code="io")
+            raise LangshawError([diagnostic]) from None
+        return cls.parse(text, source=str(path))
+
+    # Queries --------------------------------------------------------------------
+
+    def action(self, name: str) -> Action:
+        """The action called ``name``; KeyError names the known actions otherwise."""
+        try:
+            return self.actions[name]
+        except KeyError:
+            known = ", ".join(self.actions)
+            raise KeyError(f"{self.name} has no action {name!r} (actions: {known})") from None
+
+    def actions_of(self, role: str) -> tuple[Action, ...]:
+        """The actions ``role`` performs, in declaration order."""
+        return tuple(a for a in self.actions.values() if a.actor == role)
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """Every attribute name that some action carries, in first-use order."""
+        seen: dict[str, None] = {}
+        for action in self.actions.values():
+            seen.update(dict.fromkeys(action.attributes))
+        return tuple(seen)
+
+    def __repr__(self) -> str:
+        return f"<LangshawProtocol {self.name!r} from {self.source}>"
+
+    def describe(self) -> str:
+        """A short human summary: roles, keys, actions with performers, completion."""
+        lines = [
+            f"{self.name} ({self.source})",
+            f"  roles: {', '.join(self.roles)}",
+            f"  keys: {', '.join(self.keys)} (root: {', '.join(self.root_keys)})",
+            "  actions:",
+        ]
+        width = max((len(a.actor) for a in self.actions.values()), default=0)
+        for action in self.actions.values():
+            attrs = ", ".join(action.attributes)
+            lines.append(f"    {action.actor:<{width}} : {action.name}({attrs})")
+        goal = " and ".join(" or ".join(clause) for clause in self.completion) or "(none)"
+        lines.append(f"  complete when: {goal}")
+        return "\n".join(lines)

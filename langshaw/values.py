@@ -1,0 +1,63 @@
+"""Attribute values: JSON values compared by deep equality.
+
+Python's ``==`` says ``True == 1`` and ``{"a": True} == {"a": 1}``; JSON does not,
+and a protocol must not accept ``true`` where ``1`` was bound. ``json_equal``
+keeps booleans apart from numbers (``1`` and ``1.0`` are one JSON number).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+JSON = Any  # None | bool | int | float | str | list[JSON] | dict[str, JSON]
+
+_SCALARS = (str, int, float, type(None))
+
+
+def json_equal(a: JSON, b: JSON) -> bool:
+    """Deep equality of two JSON values, with booleans distinct from numbers."""
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    if ta is dict:
+        if tb is not dict or len(a) != len(b):
+            return False
+        return all(key in b and json_equal(value, b[key]) for key, value in a.items())
+    if ta is list or ta is tuple:
+        if (tb is not list and tb is not tuple) or len(a) != len(b):
+            return False
+        return all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if tb is dict or tb is list or tb is tuple:
+        return False
+    return bool(a == b)
+
+
+def json_problem(value: Any, path: str = "") -> str | None:
+    """Why ``value`` is not a JSON value (naming where inside it), or None if it is."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path or 'value'} is {value}, not a JSON number"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path or 'object'} has a non-string key {key!r}"
+            problem = json_problem(item, f"{path}.{key}" if path else key)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{path}[{index}]")
+            if problem:
+                return problem
+        return None
+    return f"{path or 'value'} is a {type(value).__name__}, not a JSON value"
+
+
+def valid_key_value(value: Any) -> bool:
+    """Key values identify scopes, so they must be hashable and unambiguous: str or int."""
+    return type(value) is str or type(value) is int

@@ -1,0 +1,49 @@
+"""Assembling the Starlette app: one new merchant, its endpoints, its error handlers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.applications import Starlette
+
+from ._errors import EXCEPTION_HANDLERS
+from ._routes import Endpoints
+from ._webhooks import AgentProfiles
+from .catalog import Catalog, load_catalog
+from .merchant import Merchant
+
+
+def create_app(
+    catalog: str | Path | Catalog | None = None,
+    *,
+    base_url: str | None = None,
+    simulation_secret: str | None = None,
+    profile_timeout: float = 3.0,
+) -> Starlette:
+    """A Starlette app serving one new merchant with its own in-memory state.
+
+    ``catalog`` is a catalog file (or an already loaded :class:`Catalog`); the bundled
+    flower shop when None. ``base_url`` is the URL agents reach the server at, used
+    in the discovery profile and order links; when None it is taken from each
+    request. ``simulation_secret`` guards ``/testing/simulate-shipping`` (a random
+    one, readable as ``merchant_of(app).simulation_secret``, when None).
+    ``profile_timeout`` bounds the fetch of an agent's profile, in seconds.
+
+    Raises :class:`CatalogError` for a catalog file that cannot be used.
+    """
+    shop = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    merchant = Merchant(shop, simulation_secret=simulation_secret)
+    endpoints = Endpoints(
+        merchant, base_url=base_url, profiles=AgentProfiles(timeout=profile_timeout)
+    )
+    app = Starlette(routes=endpoints.routes(), exception_handlers=EXCEPTION_HANDLERS)
+    app.state.merchant = merchant
+    return app
+
+
+def merchant_of(app: Starlette) -> Merchant:
+    """The :class:`Merchant` behind an app made by :func:`create_app`."""
+    merchant = getattr(app.state, "merchant", None)
+    if not isinstance(merchant, Merchant):
+        raise TypeError("not an app made by samples.ucp_merchant.create_app")
+    return merchant

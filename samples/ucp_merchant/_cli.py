@@ -1,0 +1,100 @@
+"""``strabo merchant``: serve the bundled UCP merchant with uvicorn.
+
+Only argparse is imported up front; the merchant, Starlette and uvicorn are imported
+in :func:`run`, so building the ``strabo`` command line stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DESCRIPTION = """\
+Run the bundled UCP merchant: the UCP checkout REST API (protocol 2026-01-11) for a
+small flower shop, with discovery at /.well-known/ucp, checkout sessions, orders,
+discount codes, three-step shipping and mock payment tokens. State is in memory and
+is lost when the server stops.
+
+Pay with handler_id "mock_payment_handler" and token "success_token" (or
+"fail_token" to see a declined payment). See docs/merchant.md.
+
+example:
+  strabo merchant --port 8182
+  curl http://127.0.0.1:8182/.well-known/ucp
+"""
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the merchant's options to its subcommand parser."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
+    parser.add_argument("--port", type=int, default=8182, help="port to listen on (%(default)s)")
+    parser.add_argument(
+        "--catalog", metavar="FILE", help="catalog JSON file (default: the bundled flower shop)"
+    )
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="URL agents reach this server at, for discovery and order links "
+        "(default: taken from each request)",
+    )
+    parser.add_argument(
+        "--simulation-secret",
+        metavar="SECRET",
+        help="Simulation-Secret header value for /testing/simulate-shipping (default: random)",
+    )
+    parser.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="info", help="server log level (%(default)s)"
+    )
+
+
+def _error(message: str) -> int:
+    print(f"strabo merchant: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted; 2 for a bad catalog or an address that cannot be used."""
+    import socket
+
+    import uvicorn
+
+    from ._app import create_app, merchant_of
+    from .catalog import CatalogError
+
+    try:
+        app = create_app(
+            args.catalog, base_url=args.base_url, simulation_secret=args.simulation_secret
+        )
+    except CatalogError as exc:
+        return _error(str(exc))
+    try:
+        family, kind, proto, _, _ = socket.getaddrinfo(
+            args.host, args.port, type=socket.SOCK_STREAM
+        )[0]
+        # proto must be IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections
+        # only then, and without it every response waits ~40 ms for a delayed ACK.
+        sock = socket.socket(family, kind, proto)
+    except (OSError, OverflowError) as exc:
+        return _error(f"cannot listen on {args.host}:{args.port}: {exc}")
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+        sock.listen(2048)  # connections queue from now on, so the URL printed is usable
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return _error(f"cannot listen on {args.host}:{args.port}: {reason}")
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    base = f"http://{shown}:{port}"
+    print(f"UCP merchant listening on {base}", flush=True)
+    print(f"  discovery: {base}/.well-known/ucp", flush=True)
+    print(f"  simulation secret: {merchant_of(app).simulation_secret}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0

@@ -1,0 +1,161 @@
+"""The HTTP endpoints: turn requests into :class:`Merchant` operations and back.
+
+Each endpoint reads the request in the reference merchant's order (body, headers,
+fields; see ``_intake``), fetches the agent's profile when the operation may keep a
+webhook URL, runs the operation, and delivers any order event before answering, so
+that an agent that got the reply can rely on its webhook having been called.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import _discovery
+from ._errors import RequestInvalid
+from ._idempotency import Reply
+from ._intake import check_headers, parse_body, read_body
+from ._webhooks import AgentProfiles, deliver
+from .merchant import Merchant, Notification
+from .wire import (
+    CheckoutCompleteRequest,
+    CheckoutCreateRequest,
+    CheckoutUpdateRequest,
+    dump,
+)
+
+SIMULATION_HEADER = "simulation-secret"
+
+
+def _answer(reply: Reply) -> Response:
+    return JSONResponse(reply.body, status_code=reply.status)
+
+
+def _raise_if(errors: list[dict[str, Any]]) -> None:
+    if errors:
+        raise RequestInvalid(errors)
+
+
+class Endpoints:
+    """The merchant's HTTP endpoints, bound to one merchant and its settings."""
+
+    def __init__(self, merchant: Merchant, *, base_url: str | None, profiles: AgentProfiles):
+        self.merchant = merchant
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.profiles = profiles
+
+    def routes(self) -> list[Route]:
+        """The routes, one per path; other methods on a path get a JSON 405."""
+        return [
+            Route("/.well-known/ucp", self.discovery, methods=["GET"]),
+            Route("/checkout-sessions", self.create, methods=["POST"]),
+            Route("/checkout-sessions/{id}", self.session, methods=["GET", "PUT"]),
+            Route("/checkout-sessions/{id}/complete", self.complete, methods=["POST"]),
+            Route("/checkout-sessions/{id}/cancel", self.cancel, methods=["POST"]),
+            Route("/orders/{id}", self.order, methods=["GET"]),
+            Route("/testing/simulate-shipping/{id}", self.ship, methods=["POST"]),
+        ]
+
+    def base(self, request: Request) -> str:
+        """This server's base URL (no trailing slash): configured, or as the client sees it."""
+        return self.base_url or str(request.base_url).rstrip("/")
+
+    async def _notify(self, notification: Notification | None) -> None:
+        if notification is not None:
+            await deliver(notification.url, notification.event)
+
+    async def discovery(self, request: Request) -> Response:
+        """``GET /.well-known/ucp``: no headers needed."""
+        document = _discovery.profile(
+            self.base(request) + "/",
+            merchant_name=self.merchant.catalog.merchant_name,
+            shop_id=self.merchant.shop_id,
+        )
+        return JSONResponse(dump(document))
+
+    async def create(self, request: Request) -> Response:
+        """``POST /checkout-sessions``."""
+        body = await read_body(request)
+        errors: list[dict[str, Any]] = []
+        headers = check_headers(request, idempotent=True, errors=errors)
+        parsed = parse_body(CheckoutCreateRequest, body, errors)
+        _raise_if(errors)
+        assert parsed is not None and headers.idempotency_key is not None
+        webhook_url = await self.profiles.webhook_url(headers.profile_url)
+        reply = self.merchant.create_checkout(
+            parsed, key=headers.idempotency_key, body=body, webhook_url=webhook_url
+        )
+        return _answer(reply)
+
+    async def session(self, request: Request) -> Response:
+        """``GET`` or ``PUT /checkout-sessions/{id}``."""
+        checkout_id = request.path_params["id"]
+        if request.method != "PUT":
+            errors: list[dict[str, Any]] = []
+            check_headers(request, idempotent=False, errors=errors)
+            _raise_if(errors)
+            return JSONResponse(self.merchant.get_checkout(checkout_id))
+        body = await read_body(request)
+        errors = []
+        headers = check_headers(request, idempotent=True, errors=errors)
+        parsed = parse_body(CheckoutUpdateRequest, body, errors)
+        _raise_if(errors)
+        assert parsed is not None and headers.idempotency_key is not None
+        webhook_url = await self.profiles.webhook_url(headers.profile_url)
+        reply = self.merchant.update_checkout(
+            checkout_id, parsed, key=headers.idempotency_key, body=body, webhook_url=webhook_url
+        )
+        return _answer(reply)
+
+    async def complete(self, request: Request) -> Response:
+        """``POST /checkout-sessions/{id}/complete``."""
+        body = await read_body(request)
+        errors: list[dict[str, Any]] = []
+        headers = check_headers(request, idempotent=True, errors=errors)
+        parsed = parse_body(CheckoutCompleteRequest, body, errors, embedded=True)
+        _raise_if(errors)
+        assert parsed is not None and headers.idempotency_key is not None
+        reply, notification = self.merchant.complete_checkout(
+            request.path_params["id"],
+            parsed,
+            key=headers.idempotency_key,
+            body=body,
+            base_url=self.base(request),
+        )
+        await self._notify(notification)
+        return _answer(reply)
+
+    async def cancel(self, request: Request) -> Response:
+        """``POST /checkout-sessions/{id}/cancel``; any body is ignored."""
+        errors: list[dict[str, Any]] = []
+        headers = check_headers(request, idempotent=True, errors=errors)
+        _raise_if(errors)
+        assert headers.idempotency_key is not None
+        reply = self.merchant.cancel_checkout(
+            request.path_params["id"], key=headers.idempotency_key
+        )
+        return _answer(reply)
+
+    async def order(self, request: Request) -> Response:
+        """``GET /orders/{id}``."""
+        errors: list[dict[str, Any]] = []
+        check_headers(request, idempotent=False, errors=errors)
+        _raise_if(errors)
+        return JSONResponse(self.merchant.get_order(request.path_params["id"]))
+
+    async def ship(self, request: Request) -> Response:
+        """``POST /testing/simulate-shipping/{id}``: a test hook, guarded by a secret."""
+        given = request.headers.get(SIMULATION_HEADER, "").encode()
+        if not secrets.compare_digest(given, self.merchant.simulation_secret.encode()):
+            raise HTTPException(403, "Invalid Simulation Secret")
+        errors: list[dict[str, Any]] = []
+        check_headers(request, idempotent=False, errors=errors)
+        _raise_if(errors)
+        notification = self.merchant.ship_order(request.path_params["id"])
+        await self._notify(notification)
+        return JSONResponse({"status": "shipped"})

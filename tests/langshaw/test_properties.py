@@ -1,0 +1,233 @@
+"""Property tests: random attempts on every shipped protocol.
+
+The oracle below re-states the rules of docs/semantics.md directly over the flat
+history of accepted instances, with no index, so it is an independent check of
+langshaw.semantics. For every attempt:
+
+* the semantics accepts it exactly when the oracle finds it legal (so no accepted
+  instance ever violates a rule, and no legal one is refused);
+* it is accepted exactly when it matches an action the role has enabled (so the
+  enabled set is the set of acceptable attempts);
+* completion agrees with the oracle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from langshaw import ActionInstance, LangshawProtocol, SocialState, json_equal
+from langshaw.semantics import Enablement
+from tests.conftest import FIXTURES, PROTOCOLS
+
+SHIPPED = {
+    p.name: LangshawProtocol.load(p)
+    for p in sorted([*PROTOCOLS.glob("*.lsh"), *(FIXTURES / "lsh" / "good").glob("*.lsh")])
+}
+KEY_VALUES = ["k1", "k2", "k3", 7]
+VALUES: list[Any] = ["a", "b", 1, 1.0, True, None, [1], {"x": 1}, {"x": True}]
+
+
+# The oracle ------------------------------------------------------------------------
+
+
+def _scope(inst: ActionInstance) -> dict[str, Any]:
+    return {k: inst.bindings[k] for k in inst.action.keys}
+
+
+def _agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(b[k] == v for k, v in a.items() if k in b)
+
+
+def _correlated(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return bool(set(a) & set(b)) and _agree(a, b)
+
+
+def oracle_legal(
+    protocol: LangshawProtocol, history: list[ActionInstance], inst: ActionInstance
+) -> bool:
+    action = protocol.actions.get(inst.action.name)
+    if action is None or set(inst.bindings) != set(action.attributes):
+        return False
+    if any(type(inst.bindings[k]) not in (str, int) for k in action.keys):
+        return False
+    mine = _scope(inst)
+    if any(h.action.name == action.name and _scope(h) == mine for h in history):
+        return False
+    for dep in action.dependencies:
+        if inst.bindings[dep] is not True:
+            return False
+        if not any(
+            h.action.name == dep
+            and _agree(_scope(h), mine)
+            and (set(_scope(h)) <= set(mine) or set(mine) <= set(_scope(h)))
+            for h in history
+        ):
+            return False
+    excluded = {o for g in protocol.nono if action.name in g for o in g if o != action.name}
+    excluded |= {before for before, after in protocol.nogo if after == action.name}
+    if any(h.action.name in excluded and _correlated(_scope(h), mine) for h in history):
+        return False
+    for attr in action.attributes:
+        if attr in protocol.keys or attr in protocol.actions:
+            continue
+        here = [h.bindings[attr] for h in history if _scope(h) == mine and attr in h.bindings]
+        if here:
+            if not json_equal(here[0], inst.bindings[attr]):
+                return False
+            continue
+        if action.actor in protocol.sayso.get(attr, ()):
+            continue
+        ancestors = [
+            (len(_scope(h)), h.bindings[attr])
+            for h in history
+            if attr in h.bindings and set(_scope(h)) < set(mine) and _agree(_scope(h), mine)
+        ]
+        if not ancestors:
+            return False
+        nearest = max(size for size, _ in ancestors)
+        values = [v for size, v in ancestors if size == nearest]
+        if not all(json_equal(values[0], v) for v in values):
+            return False
+        if not json_equal(values[0], inst.bindings[attr]):
+            return False
+    return True
+
+
+def oracle_complete(protocol: LangshawProtocol, history: list[ActionInstance], root: tuple) -> bool:
+    mine = [h for h in history if tuple(h.bindings[k] for k in protocol.root_keys) == root]
+    return all(
+        any(h.action.name == n or n in h.bindings for h in mine for n in clause)
+        for clause in protocol.completion
+    )
+
+
+def matches(state: SocialState, enablement: Enablement, inst: ActionInstance) -> bool:
+    """Does ``inst`` perform ``enablement`` (binding its to_bind attributes freely)?"""
+    if enablement.action.name != inst.action.name:
+        return False
+    if set(inst.bindings) != set(enablement.action.attributes):
+        return False
+    if any(not json_equal(inst.bindings[k], v) for k, v in enablement.fixed.items()):
+        return False
+    if any(type(inst.bindings[k]) not in (str, int) for k in enablement.action.keys):
+        return False
+    if enablement.new_keys:
+        # Values for the new keys must really be fresh: used by no scope of the
+        # enactment (any used value is offered as an enablement of its own).
+        root = state.root_of(inst.bindings)
+        enactment = state.enactment(root)
+        if enablement.initiating:
+            return enactment is None
+        assert enactment is not None
+        for scope in enactment.scopes:
+            values = dict(scope)
+            if any(k in values and values[k] == inst.bindings[k] for k in enablement.new_keys):
+                return False
+    return True
+
+
+# Generation ------------------------------------------------------------------------
+
+
+def _value(data: st.DataObject) -> Any:
+    return data.draw(st.sampled_from(VALUES))
+
+
+def _from_enablement(data: st.DataObject, enablement: Enablement) -> ActionInstance:
+    bindings = dict(enablement.fixed)
+    for key in enablement.new_keys:
+        bindings[key] = data.draw(st.sampled_from(KEY_VALUES))
+    for attr in enablement.to_bind:
+        bindings[attr] = _value(data)
+    return ActionInstance(enablement.action, bindings)
+
+
+def _arbitrary(
+    data: st.DataObject, protocol: LangshawProtocol, history: list[ActionInstance]
+) -> ActionInstance:
+    action = data.draw(st.sampled_from(list(protocol.actions.values())))
+    bindings: dict[str, Any] = {}
+    known = [h.bindings for h in history]
+    for attr in action.attributes:
+        if attr in protocol.keys:
+            bindings[attr] = data.draw(st.sampled_from(KEY_VALUES))
+        elif attr in protocol.actions:
+            bindings[attr] = data.draw(st.sampled_from([True, True, 1]))
+        else:
+            pool = [b[attr] for b in known if attr in b] + VALUES[:3]
+            bindings[attr] = data.draw(st.sampled_from(pool))
+    mutation = data.draw(st.sampled_from(["none", "none", "none", "drop", "extra", "badkey"]))
+    if mutation == "drop":
+        bindings.pop(data.draw(st.sampled_from(list(bindings))))
+    elif mutation == "extra":
+        bindings["not_an_attribute"] = 1
+    elif mutation == "badkey":
+        bindings[action.keys[0]] = data.draw(st.sampled_from([None, True, 1.5, ["k1"]]))
+    return ActionInstance(action, bindings)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data(), name=st.sampled_from(sorted(SHIPPED)))
+def test_random_attempts_agree_with_the_oracle_and_the_enabled_set(
+    data: st.DataObject, name: str
+) -> None:
+    protocol = SHIPPED[name]
+    state = SocialState(protocol)
+    history: list[ActionInstance] = []
+    for _ in range(data.draw(st.integers(5, 25))):
+        role = data.draw(st.sampled_from(protocol.roles))
+        enabled = state.enabled(role)
+        if enabled and data.draw(st.booleans()):
+            inst = _from_enablement(data, data.draw(st.sampled_from(enabled)))
+        else:
+            inst = _arbitrary(data, protocol, history)
+        performer_roles = {role} if data.draw(st.integers(0, 4)) == 0 else {inst.action.actor}
+        violation = state.check([inst], performer_roles)
+        legal = inst.action.actor in performer_roles and oracle_legal(protocol, history, inst)
+        assert (violation is None) == legal, (inst, violation, history)
+        if inst.action.actor in performer_roles and "not_an_attribute" not in inst.bindings:
+            in_enabled = any(matches(state, e, inst) for e in state.enabled(inst.action.actor))
+            if set(inst.bindings) == set(inst.action.attributes):
+                assert in_enabled == (violation is None), (inst, violation, history)
+        # Every enablement really is acceptable.
+        for enablement in enabled:
+            candidate = _from_enablement(data, enablement)
+            if matches(state, enablement, candidate):
+                assert state.check([candidate], {role}) is None, (enablement, history)
+        if violation is None:
+            assert state.attempt([inst], performer_roles) is None
+            history.append(inst)
+        for root in {tuple(h.bindings[k] for k in protocol.root_keys) for h in history}:
+            assert state.is_complete(root) == oracle_complete(protocol, history, root)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), name=st.sampled_from(sorted(SHIPPED)))
+def test_apply_and_rollback_leave_identical_states(data: st.DataObject, name: str) -> None:
+    """A rejected atomic list leaves the state exactly as it was."""
+    protocol = SHIPPED[name]
+    state = SocialState(protocol)
+    for _ in range(data.draw(st.integers(3, 12))):
+        role = data.draw(st.sampled_from(protocol.roles))
+        enabled = state.enabled(role)
+        if not enabled:
+            continue
+        batch = [_from_enablement(data, data.draw(st.sampled_from(enabled))) for _ in range(3)]
+        before = {
+            r: {s: dict(sc.bindings) for s, sc in state.enactment(r).scopes.items()}  # type: ignore[union-attr]
+            for r in state.roots()
+        }
+        violation = state.attempt(batch, {role})
+        if violation is not None:
+            after = {
+                r: {s: dict(sc.bindings) for s, sc in state.enactment(r).scopes.items()}  # type: ignore[union-attr]
+                for r in state.roots()
+            }
+            assert after == before

@@ -1,0 +1,1 @@
+"""Tests of the bundled UCP merchant (samples.ucp_merchant)."""
