@@ -30,6 +30,8 @@ exactly the set of attempts that would be accepted.
 from __future__ import annotations
 
 import itertools
+import json
+import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -123,7 +125,7 @@ class Violation:
         return f"{self.rule}: {self.message}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Enablement:
     """An action a role may perform now in one scope.
 
@@ -139,6 +141,8 @@ class Enablement:
     fixed: dict[str, JSON]
     to_bind: tuple[str, ...]
 
+    # (Not frozen: one is built per enabled action and per check. Treat as read-only.)
+
     @property
     def ident(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
         """Identifies this enablement across recomputations (fresh keys as ``None``)."""
@@ -152,26 +156,24 @@ class Enablement:
 
 
 class _Scope:
-    __slots__ = ("bindings", "key", "values")
+    __slots__ = ("bindings", "key")
 
     def __init__(self, key: ScopeKey) -> None:
         self.key = key
-        self.values: dict[str, Any] = dict(key)
-        self.bindings: dict[str, JSON] = dict(self.values)
+        self.bindings: dict[str, JSON] = dict(key)
 
 
 class Enactment:
     """One root enactment: its scopes, and where each action occurred."""
 
-    __slots__ = ("bound", "complete", "key_values", "occurrences", "root", "scopes")
+    __slots__ = ("complete", "key_values", "root", "scopes")
 
     def __init__(self, root: tuple[Any, ...]) -> None:
         self.root = root
         self.scopes: dict[ScopeKey, _Scope] = {}
         # key -> {value: number of scopes with it}, for the non-root keys
-        self.key_values: dict[str, dict[Any, int]] = {}
-        self.occurrences: dict[str, list[ScopeKey]] = {}
-        self.bound: dict[str, int] = {}  # name -> number of scopes binding it
+        # key -> {value: scopes using it}, for non-root keys (None until one is used)
+        self.key_values: dict[str, dict[Any, int]] | None = None
         self.complete = False
 
     def bindings(self, scope: ScopeKey) -> dict[str, JSON]:
@@ -179,9 +181,9 @@ class Enactment:
         found = self.scopes.get(scope)
         return dict(found.bindings) if found else {}
 
-    def occurred(self, action: str) -> list[ScopeKey]:
-        """The scopes in which ``action`` occurred."""
-        return list(self.occurrences.get(action, ()))
+    def values_of(self, key: str) -> Mapping[Any, int]:
+        """The values a non-root key has in this enactment's scopes."""
+        return self.key_values.get(key, {}) if self.key_values else {}
 
 
 @dataclass
@@ -198,6 +200,23 @@ class _Compiled:
     attribute_sets: dict[str, frozenset[str]]
     roles_actions: dict[str, tuple[Action, ...]] = field(default_factory=dict)
     initiating: dict[str, tuple[Enablement, ...]] = field(default_factory=dict)
+    # Names in completion clauses: only an action binding one can complete.
+    completion_names: frozenset[str] = frozenset()
+    may_complete: dict[str, bool] = field(default_factory=dict)
+    # Attributes that more than one action carries (keys included): only their
+    # values can ever be compared, so only they need keeping in fingerprint mode.
+    shared: frozenset[str] = frozenset()
+    # Per action: its data attributes (not keys, not dependencies) with whether
+    # the performer may bind them; its dependencies with how their scope relates
+    # to the action's ("same-or-up": a subset of the keys; "down": a superset;
+    # "none": neither); its excluders with the same relation.
+    data: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
+    dependencies: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = field(
+        default_factory=dict
+    )
+    exclusions: dict[str, tuple[tuple[str, str, str, tuple[str, ...]], ...]] = field(
+        default_factory=dict
+    )
 
 
 @cache
@@ -223,20 +242,82 @@ def _compile(protocol: LangshawProtocol) -> _Compiled:
             excluders[name].extend((other, "nono") for other in group if other != name)
     for before, after in protocol.nogo:
         excluders[after].append((before, "nogo"))
+    def relation(mine: str, theirs: str) -> str:
+        if keysets[theirs] <= keysets[mine]:
+            return "same-or-up"
+        if keysets[mine] < keysets[theirs]:
+            return "down"
+        return "none"
+
+    excluders = {k: list(dict.fromkeys(v)) for k, v in excluders.items()}
     return _Compiled(
         protocol=protocol,
         key_order=key_order,
         ordered_keys=ordered,
         keysets=keysets,
         ancestor_keysets=ancestors,
-        excluders={k: list(dict.fromkeys(v)) for k, v in excluders.items()},
+        excluders=excluders,
         attribute_sets={n: frozenset(a.attributes) for n, a in protocol.actions.items()},
         roles_actions={r: protocol.actions_of(r) for r in protocol.roles},
+        completion_names=frozenset(n for clause in protocol.completion for n in clause),
+        shared=frozenset(
+            attr
+            for attr in protocol.attributes
+            if attr in key_order
+            or sum(attr in a.attributes for a in protocol.actions.values()) > 1
+        ),
+        may_complete={
+            name: any(n == name or n in a.attributes for cl in protocol.completion for n in cl)
+            for name, a in protocol.actions.items()
+        },
+        data={
+            name: tuple(
+                (attr, a.actor in protocol.sayso.get(attr, ()))
+                for attr in a.attributes
+                if attr not in key_order and attr not in protocol.actions
+            )
+            for name, a in protocol.actions.items()
+        },
+        dependencies={
+            name: tuple((d, relation(name, d), ordered[d]) for d in a.dependencies)
+            for name, a in protocol.actions.items()
+        },
+        exclusions={
+            name: tuple(
+                (other, rule, "same-or-up" if keysets[other] <= keysets[name] else "other",
+                 ordered[other])
+                for other, rule in excluders[name]
+            )
+            for name in protocol.actions
+        },
     )
 
 
 _MISSING = object()
+
+
+class _Bound:
+    """Kept for a bound value that no rule will ever compare (fingerprint mode)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<bound>"
+
+
+_BOUND: Any = _Bound()
 _AMBIGUOUS = object()
+
+
+def _occurred_in(scope: _Scope, action: str, keys: tuple[str, ...]) -> bool:
+    """Did ``action`` occur in ``scope``? Its name is bound there, and the scope has
+    the action's keys (an action's name is also bound, as a dependency, in the
+    scopes of the actions that depend on it)."""
+    if action not in scope.bindings:
+        return False
+    return len(scope.key) == len(keys) and all(
+        k == n for (k, _), n in zip(scope.key, keys, strict=True)
+    )
 
 
 def _agrees(scope: ScopeKey, values: Mapping[str, Any]) -> bool:
@@ -253,10 +334,17 @@ class SocialState:
 
     Lookups go through the enactment's root keys, so the cost of deciding about
     one enactment does not grow with the number of other enactments.
+
+    With ``fingerprints=True`` bound values (other than keys, null and booleans)
+    are kept as 64-bit digests of their canonical JSON: enough to decide every
+    rule, in constant memory per binding whatever the size of the value. The
+    SyncServer uses this; the fixed values its ``enabled`` reports are then
+    digests, not values.
     """
 
-    def __init__(self, protocol: LangshawProtocol) -> None:
+    def __init__(self, protocol: LangshawProtocol, *, fingerprints: bool = False) -> None:
         self.protocol = protocol
+        self.fingerprints = fingerprints
         self._c = _compile(protocol)
         self._root_keys = frozenset(protocol.root_keys)
         self._enactments: dict[tuple[Any, ...], Enactment] = {}
@@ -321,7 +409,7 @@ class SocialState:
         root = dict(zip(self.protocol.root_keys, enactment.root, strict=True))
         for action in self._c.roles_actions.get(role, ()):
             choices = [
-                [root[k]] if k in root else [*enactment.key_values.get(k, ()), FRESH]
+                [root[k]] if k in root else [*enactment.values_of(k), FRESH]
                 for k in self._c.ordered_keys[action.name]
             ]
             keys = self._c.ordered_keys[action.name]
@@ -407,15 +495,16 @@ class SocialState:
         undo: list[tuple],
     ) -> Violation | None:
         for index, instance in enumerate(instances):
-            violation = self._check_one(instance, roles)
-            if violation is not None:
-                return replace(violation, index=index) if index else violation
-            self._apply_one(instance, undo)
+            checked = self._check_one(instance, roles)
+            if type(checked) is Violation:
+                return replace(checked, index=index) if index else checked
+            self._apply_one(instance, undo, checked)  # type: ignore[arg-type]
         return None
 
     def _check_one(
         self, instance: ActionInstance, roles: Collection[str] | None
-    ) -> Violation | None:
+    ) -> Violation | tuple[tuple[Any, ...], ScopeKey]:
+        """The violation, or where the instance goes: (root, scope)."""
         protocol = self.protocol
         name = instance.action.name
         action = protocol.actions.get(name)
@@ -461,14 +550,15 @@ class SocialState:
                     action=name,
                     attribute=key,
                 )
-        scope = self.scope_of(action, bindings)
-        enactment = self._enactments.get(tuple(bindings[k] for k in protocol.root_keys))
-        outcome = _evaluate(self._c, enactment, action, scope)
-        if isinstance(outcome, Violation):
+        scope = tuple([(k, bindings[k]) for k in self._c.ordered_keys[name]])
+        root = tuple([bindings[k] for k in protocol.root_keys])
+        enactment = self._enactments.get(root)
+        outcome = _evaluate(self._c, enactment, action, scope, check=True)
+        if type(outcome) is Violation:
             return outcome
-        for attribute, expected in outcome.fixed.items():
+        for attribute, expected in outcome.items():  # type: ignore[union-attr]
             given = bindings[attribute]
-            if not json_equal(given, expected):
+            if not json_equal(self._store(given, attribute), expected):
                 if attribute in protocol.actions:
                     return Violation(
                         "dependency",
@@ -477,91 +567,152 @@ class SocialState:
                         action=name,
                         attribute=attribute,
                     )
+                shown = "another value" if self.fingerprints else _show(expected)
                 return Violation(
                     "bound",
-                    f"'{attribute}' is already bound to {_show(expected)} here, so '{name}' "
+                    f"'{attribute}' is already bound to {shown} here, so '{name}' "
                     f"must carry that value, not {_show(given)}",
                     action=name,
                     attribute=attribute,
                 )
-        return None
+        return root, scope
 
-    def _apply_one(self, instance: ActionInstance, undo: list[tuple] | None) -> tuple | None:
+    def _apply_one(
+        self,
+        instance: ActionInstance,
+        undo: list[tuple] | None,
+        located: tuple[tuple[Any, ...], ScopeKey] | None = None,
+    ) -> tuple | None:
+        """Record one instance (already checked, or finalized elsewhere); returns its
+        root if this made the enactment complete. Hot: kept free of helper calls."""
+        c = self._c
         action = self.protocol.actions[instance.action.name]
         bindings = instance.bindings
-        root = tuple(bindings[k] for k in self.protocol.root_keys)
+        if located is None:
+            root = tuple([bindings[k] for k in self.protocol.root_keys])
+            key = tuple([(k, bindings[k]) for k in c.ordered_keys[action.name]])
+        else:
+            root, key = located
         enactment = self._enactments.get(root)
         if enactment is None:
             enactment = self._enactments[root] = Enactment(root)
             if undo is not None:
                 undo.append(("enactment", root))
-        key = self.scope_of(action, bindings)
         scope = enactment.scopes.get(key)
         if scope is None:
             scope = enactment.scopes[key] = _Scope(key)
             if undo is not None:
                 undo.append(("scope", enactment, key))
-            for name, value in key:
-                self._count(enactment, name, 1)
-                if name not in self._root_keys:
-                    seen = enactment.key_values.setdefault(name, {})
-                    seen[value] = seen.get(value, 0) + 1
+            if len(key) > len(root):
+                self._count_keys(enactment, key, 1)
         scope_bindings = scope.bindings
+        fingerprints = self.fingerprints
         for attribute in action.attributes:
             if attribute not in scope_bindings:
-                scope_bindings[attribute] = bindings[attribute]
-                self._count(enactment, attribute, 1)
+                value = bindings[attribute]
+                if fingerprints:
+                    value = self._store(value, attribute)
+                scope_bindings[attribute] = value
                 if undo is not None:
-                    undo.append(("bind", enactment, scope, attribute))
+                    undo.append(("bind", scope, attribute))
         scope_bindings[action.name] = True
-        self._count(enactment, action.name, 1)
         if undo is not None:
-            undo.append(("bind", enactment, scope, action.name))
-        enactment.occurrences.setdefault(action.name, []).append(key)
-        if undo is not None:
-            undo.append(("occurred", enactment, action.name, enactment.complete))
-        if not enactment.complete and self._holds(enactment):
+            undo.append(("bind", scope, action.name))
+            undo.append(("occurred", enactment, enactment.complete))
+        if not enactment.complete and c.may_complete[action.name] and self._holds(enactment):
             enactment.complete = True
             return root
         return None
 
-    def _count(self, enactment: Enactment, name: str, delta: int) -> None:
-        count = enactment.bound.get(name, 0) + delta
-        if count:
-            enactment.bound[name] = count
-        else:
-            enactment.bound.pop(name, None)
+    def _count_keys(self, enactment: Enactment, key: ScopeKey, delta: int) -> None:
+        """Track which values the non-root keys take in this enactment."""
+        if enactment.key_values is None:
+            enactment.key_values = {}
+        for name, value in key:
+            if name in self._root_keys:
+                continue
+            seen = enactment.key_values.setdefault(name, {})
+            count = seen.get(value, 0) + delta
+            if count:
+                seen[value] = count
+            else:
+                del seen[value]
+
+    def _store(self, value: JSON, attribute: str) -> JSON:
+        """How a bound value is kept: itself, or (fingerprint mode) a digest of it,
+        or nothing but the fact that it is bound when no rule can ever compare it
+        (an attribute that a single action carries)."""
+        if not self.fingerprints or value is None or value is True or value is False:
+            return value
+        if attribute not in self._c.shared:
+            return _BOUND
+        if attribute in self._c.key_order:
+            return value
+        return fingerprint(value)
 
     def _holds(self, enactment: Enactment) -> bool:
-        bound = enactment.bound
-        return all(any(name in bound for name in clause) for clause in self.protocol.completion)
+        scopes = enactment.scopes.values()
+        return all(
+            any(name in scope.bindings for scope in scopes for name in clause)
+            for clause in self.protocol.completion
+        )
 
     def _rollback(self, undo: list[tuple]) -> None:
         for entry in reversed(undo):
             kind = entry[0]
             if kind == "bind":
-                _, enactment, scope, attribute = entry
+                _, scope, attribute = entry
                 del scope.bindings[attribute]
-                self._count(enactment, attribute, -1)
             elif kind == "occurred":
-                _, enactment, name, was_complete = entry
-                enactment.occurrences[name].pop()
-                if not enactment.occurrences[name]:
-                    del enactment.occurrences[name]
+                _, enactment, was_complete = entry
                 enactment.complete = was_complete
             elif kind == "scope":
                 _, enactment, key = entry
                 enactment.scopes.pop(key)
-                for name, value in key:
-                    self._count(enactment, name, -1)
-                    if name not in self._root_keys:
-                        seen = enactment.key_values[name]
-                        seen[value] -= 1
-                        if not seen[value]:
-                            del seen[value]
+                if len(key) > len(enactment.root):
+                    self._count_keys(enactment, key, -1)
             elif kind == "enactment":
                 del self._enactments[entry[1]]
         undo.clear()
+
+
+def canonical(value: JSON) -> JSON:
+    """The value with every integral float made an int, so ``1.0`` and ``1`` agree."""
+    if type(value) is float:
+        return int(value) if value.is_integer() else value
+    if type(value) is dict:
+        return {k: canonical(v) for k, v in value.items()}
+    if type(value) is list or type(value) is tuple:
+        return [canonical(v) for v in value]
+    return value
+
+
+# A JSON number follows ':', ',' or '['; it is a float if a '.' or an exponent
+# follows its digits. Text inside strings may match too: that only costs a
+# second encoding.
+_MAYBE_FLOAT = re.compile(r"[:,\[]-?\d+[.eE]")
+
+
+def fingerprint(value: JSON) -> int:
+    """A 64-bit digest of a JSON value, equal for equal values (``json_equal``).
+
+    Python's own hash: SipHash, keyed per process, so values cannot be crafted to
+    collide; digests are recomputed from the log at each start, so they need not
+    agree across processes. Strings and numbers are hashed as they are (``1`` and
+    ``1.0`` hash alike), containers through their canonical JSON; a tag keeps the
+    kinds apart.
+    """
+    kind = type(value)
+    if kind is str:
+        return hash(("s", value))
+    if kind is int or kind is float:
+        return hash(("n", value))
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if _MAYBE_FLOAT.search(text):  # make integral floats ints, and encode again
+        text = json.dumps(
+            canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+    return hash(("j", text))
 
 
 def _show(value: JSON) -> str:
@@ -584,29 +735,62 @@ def _initiating(compiled: _Compiled, role: str) -> tuple[Enablement, ...]:
 
 
 def _evaluate(
-    c: _Compiled, enactment: Enactment | None, action: Action, candidate: ScopeKey
-) -> Enablement | Violation:
+    c: _Compiled,
+    enactment: Enactment | None,
+    action: Action,
+    candidate: ScopeKey,
+    check: bool = False,
+) -> Any:
     """Decide whether ``action`` is enabled in the ``candidate`` scope, and how.
 
-    The single decision behind both ``enabled`` and ``check``.
+    The single decision behind both ``enabled`` and ``check``: a Violation, or
+    else an Enablement (with ``check``, just its fixed bindings, which is all a
+    check compares).
     """
-    protocol = c.protocol
     name = action.name
-    values = dict(candidate)
-    scope = enactment.scopes.get(candidate) if enactment is not None else None
+    scopes: dict[ScopeKey, _Scope] = enactment.scopes if enactment is not None else {}
+    scope = scopes.get(candidate)
     if scope is not None and name in scope.bindings:
         return Violation("duplicate", f"'{name}' has already occurred in this scope", action=name)
+    values: dict[str, Any] | None = None
 
-    for dependency in action.dependencies:
-        if not _occurred_related(c, enactment, dependency, action, values):
+    for dependency, relation, their_keys in c.dependencies[name]:
+        if relation == "same-or-up":
+            # The same scope or an ancestor: exactly one scope can hold it.
+            if values is None:
+                values = dict(candidate)
+            there = scopes.get(tuple((k, values[k]) for k in their_keys))
+            met = there is not None and dependency in there.bindings
+        elif relation == "down":
+            if values is None:
+                values = dict(candidate)
+            met = any(
+                _occurred_in(s, dependency, their_keys) and _agrees(s.key, values)
+                for s in scopes.values()
+            )
+        else:
+            met = False
+        if not met:
             return Violation(
                 "dependency",
                 f"'{name}' needs '{dependency}' to have occurred first in this enactment",
                 action=name,
                 attribute=dependency,
             )
-    for other, rule in c.excluders[name]:
-        if _occurred_correlated(c, enactment, other, values):
+    for other, rule, relation, their_keys in c.exclusions[name]:
+        if not scopes:
+            break
+        if values is None:
+            values = dict(candidate)
+        if relation == "same-or-up":
+            there = scopes.get(tuple((k, values[k]) for k in their_keys))
+            hit = there is not None and other in there.bindings
+        else:
+            hit = any(
+                _occurred_in(s, other, their_keys) and _agrees(s.key, values)
+                for s in scopes.values()
+            )
+        if hit:
             if rule == "nono":
                 message = (
                     f"'{name}' and '{other}' exclude each other (nono), and '{other}' occurred"
@@ -615,84 +799,52 @@ def _evaluate(
                 message = f"'{other}' occurred, and '{other} -/> {name}' (nogo)"
             return Violation(rule, message, action=name, attribute=other)
 
-    fixed = {k: v for k, v in candidate if v is not FRESH}
-    new_keys = tuple(k for k, v in candidate if v is FRESH)
+    if check:
+        keys: dict[str, Any] = {}
+        new_keys: list[str] = []
+        fixed: dict[str, Any] = {}  # keys need no comparing: they made the scope
+    else:
+        keys = {}
+        new_keys = []
+        for k, v in candidate:
+            if v is FRESH:
+                new_keys.append(k)
+            else:
+                keys[k] = v
+        fixed = dict(keys)
+    for dependency in action.dependencies:
+        fixed[dependency] = True
     to_bind: list[str] = []
-    key_order = c.key_order
-    actions = protocol.actions
-    sayso = protocol.sayso
     bound = scope.bindings if scope is not None else None
-    for attribute in action.attributes:
-        if attribute in key_order:
-            continue
-        if attribute in actions:
-            fixed[attribute] = True
-            continue
+    for attribute, may_bind in c.data[name]:
         if bound is not None and attribute in bound:
             fixed[attribute] = bound[attribute]
-            continue
-        if action.actor in sayso.get(attribute, ()):
+        elif may_bind:
             to_bind.append(attribute)
-            continue
-        inherited = _inherited(c, enactment, action, values, attribute)
-        if inherited is _MISSING:
-            owners = " > ".join(sayso.get(attribute, ())) or "nobody"
-            return Violation(
-                "sayso",
-                f"{action.actor} may not bind '{attribute}' (sayso gives it to {owners}) "
-                f"and it is not bound yet, so '{name}' is not enabled",
-                action=name,
-                attribute=attribute,
-            )
-        if inherited is _AMBIGUOUS:
-            return Violation(
-                "bound",
-                f"'{attribute}' is bound to different values in enclosing scopes",
-                action=name,
-                attribute=attribute,
-            )
-        fixed[attribute] = inherited
-    return Enablement(
-        action=action,
-        keys={k: v for k, v in candidate if v is not FRESH},
-        new_keys=new_keys,
-        fixed=fixed,
-        to_bind=tuple(to_bind),
-    )
-
-
-def _occurred_related(
-    c: _Compiled,
-    enactment: Enactment | None,
-    dependency: str,
-    action: Action,
-    values: dict[str, Any],
-) -> bool:
-    """Has ``dependency`` occurred in this scope, an ancestor or a descendant?"""
-    if enactment is None:
-        return False
-    theirs = c.keysets[dependency]
-    mine = c.keysets[action.name]
-    if theirs <= mine:
-        # Same scope or an ancestor: exactly one scope can hold it.
-        key = tuple((k, values[k]) for k in c.ordered_keys[dependency])
-        scope = enactment.scopes.get(key)
-        return scope is not None and dependency in scope.bindings
-    if mine < theirs:
-        return any(_agrees(s, values) for s in enactment.occurrences.get(dependency, ()))
-    return False
-
-
-def _occurred_correlated(
-    c: _Compiled, enactment: Enactment | None, other: str, values: dict[str, Any]
-) -> bool:
-    """Has ``other`` occurred in an instance correlated with this scope?"""
-    if enactment is None:
-        return False
-    occurred = enactment.occurrences.get(other)
-    if not occurred:
-        return False
-    return any(_agrees(scope, values) for scope in occurred)
+        else:
+            if values is None:
+                values = dict(candidate)
+            inherited = _inherited(c, enactment, action, values, attribute)
+            if inherited is _MISSING:
+                owners = " > ".join(c.protocol.sayso.get(attribute, ())) or "nobody"
+                return Violation(
+                    "sayso",
+                    f"{action.actor} may not bind '{attribute}' (sayso gives it to {owners}) "
+                    f"and it is not bound yet, so '{name}' is not enabled",
+                    action=name,
+                    attribute=attribute,
+                )
+            if inherited is _AMBIGUOUS:
+                return Violation(
+                    "bound",
+                    f"'{attribute}' is bound to different values in enclosing scopes",
+                    action=name,
+                    attribute=attribute,
+                )
+            fixed[attribute] = inherited
+    if check:
+        return fixed
+    return Enablement(action, keys, tuple(new_keys), fixed, tuple(to_bind))
 
 
 def _inherited(

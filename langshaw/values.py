@@ -35,8 +35,16 @@ def json_equal(a: JSON, b: JSON) -> bool:
     return bool(a == b)
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def json_problem(value: Any, path: str = "") -> str | None:
     """Why ``value`` is not a JSON value (naming where inside it), or None if it is."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return None
+    if kind is dict and all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
+        return None  # a flat object: the common case, checked without recursion
     if isinstance(value, bool) or value is None or isinstance(value, str | int):
         return None
     if isinstance(value, float):

@@ -54,7 +54,11 @@ async def serve(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port or 0))
     bound_port = sock.getsockname()[1]
-    settings: dict[str, Any] = {"log_level": "warning", "lifespan": "on"}
+    settings: dict[str, Any] = {
+        "log_level": "warning",
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 5,
+    }
     settings.update(config)
     server = _Server(uvicorn.Config(app, **settings))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

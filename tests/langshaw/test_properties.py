@@ -231,3 +231,29 @@ def test_apply_and_rollback_leave_identical_states(data: st.DataObject, name: st
                 for r in state.roots()
             }
             assert after == before
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), name=st.sampled_from(sorted(SHIPPED)))
+def test_fingerprint_mode_decides_exactly_like_values_mode(data: st.DataObject, name: str) -> None:
+    """The SyncServer keeps digests of values; it must reach the same verdicts."""
+    protocol = SHIPPED[name]
+    values, digests = SocialState(protocol), SocialState(protocol, fingerprints=True)
+    history: list[ActionInstance] = []
+    for _ in range(data.draw(st.integers(5, 25))):
+        role = data.draw(st.sampled_from(protocol.roles))
+        enabled = values.enabled(role)
+        if enabled and data.draw(st.booleans()):
+            inst = _from_enablement(data, data.draw(st.sampled_from(enabled)))
+        else:
+            inst = _arbitrary(data, protocol, history)
+        roles = {inst.action.actor}
+        expected, got = values.check([inst], roles), digests.check([inst], roles)
+        assert (expected and expected.rule) == (got and got.rule), (inst, expected, got)
+        assert sorted(repr(e.ident) for e in values.enabled(role)) == sorted(
+            repr(e.ident) for e in digests.enabled(role)
+        )
+        if expected is None:
+            values.attempt([inst], roles)
+            digests.attempt([inst], roles)
+            history.append(inst)

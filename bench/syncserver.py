@@ -1,0 +1,419 @@
+"""SyncServer benchmark: prints its figures (docs/performance.md quotes them).
+
+    .venv/bin/python bench/syncserver.py            # full run (about a minute)
+    .venv/bin/python bench/syncserver.py --quick    # smaller counts
+
+In one run, on loopback, against servers in their own processes:
+
+1. latency of one sequential agent, attempt -> finalized (SyncServer with the
+   SQLite store) versus one request to a bare Starlette JSON echo endpoint
+   (same uvicorn settings, same request sizes): median and p99, and the ratios;
+2. throughput with 32 concurrent agents running SimpleUCP enactments, finalized
+   actions per second, versus echo requests per second;
+3. ``enabled()`` for one enactment with 100 and with 100,000 live enactments;
+4. the in-process cost of one finalized action through the LocalExecutor;
+5. the server's resident memory after 100,000 finalized actions, against the
+   JSON size of those actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)  # not bench/: this file's name would hide the syncserver package
+
+from bench._http import Connection  # noqa: E402
+from langshaw import ActionInstance, LangshawProtocol, SocialState  # noqa: E402
+
+PROTOCOL = ROOT / "protocols" / "atomic-ucp.lsh"
+BASE = "/mas/bench/protocols/SimpleUCP/attempts"
+
+# Bindings shaped like a real UCP checkout (see the traces in tests/fixtures/ucp).
+LINE_ITEMS = [{"item": {"id": "bouquet_roses", "title": "Red Rose Bouquet"}, "quantity": 1}]
+BUYER = {"full_name": "John Doe", "email": "john.doe@example.com"}
+
+
+def steps(cid: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The four actions of one completed checkout: (agent, action, bindings)."""
+    checkout = f"chk-{cid}"
+    return [
+        (
+            "platform",
+            "Create",
+            {
+                "cid": cid,
+                "line_items": LINE_ITEMS,
+                "currency": "USD",
+                "buyer": BUYER,
+                "payment_pref": {},
+                "discount_codes": {"codes": []},
+                "fulfillment_pref": {"methods": [{"type": "shipping"}]},
+            },
+        ),
+        (
+            "business",
+            "Created",
+            {
+                "cid": cid,
+                "Create": True,
+                "id": checkout,
+                "totals": [{"type": "subtotal", "amount": 3500}, {"type": "total", "amount": 3500}],
+                "payment": {
+                    "handlers": [{"id": "mock_payment_handler", "name": "dev.ucp.mock_payment"}]
+                },
+                "discounts": {"codes": [], "applied": []},
+                "fulfillment": None,
+            },
+        ),
+        (
+            "platform",
+            "Complete",
+            {
+                "cid": cid,
+                "Created": True,
+                "id": checkout,
+                "payment_data": {
+                    "id": "instr_1",
+                    "handler_id": "mock_payment_handler",
+                    "type": "card",
+                    "credential": {"type": "token", "token": "success_token"},
+                },
+                "risk_signals": {"ip": "127.0.0.1"},
+            },
+        ),
+        (
+            "business",
+            "Completed",
+            {
+                "cid": cid,
+                "Complete": True,
+                "order": {
+                    "id": f"order-{cid}",
+                    "permalink_url": f"http://127.0.0.1:8182/orders/{cid}",
+                },
+            },
+        ),
+    ]
+
+
+def body(*instances: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"instances": [{"action": a, "bindings": b} for a, b in instances]}
+
+
+@contextlib.asynccontextmanager
+async def process(*args: str) -> AsyncIterator[tuple[str, int, int]]:
+    """Start a server process; yields (host, port, pid) once it listens."""
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None
+        while True:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+            if not line:
+                err = await proc.stderr.read() if proc.stderr else b""
+                raise RuntimeError(f"{args} failed: {err.decode()}")
+            match = re.search(r"listening on http://([\d.]+):(\d+)", line)
+            if match:
+                yield match.group(1), int(match.group(2)), proc.pid
+                break
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        await proc.wait()
+
+
+def rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def config_file(directory: Path, agents: int) -> Path:
+    lines = [f'[mas.bench]\nprotocols = ["{PROTOCOL}"]']
+    for name in ("platform", "business", *(f"a{i}" for i in range(agents))):
+        lines.append(
+            f'[mas.bench.agents.{name}]\nroles = ["Platform", "Business"]\ntoken = "{name}"'
+        )
+    path = directory / "bench.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# 1. latency -------------------------------------------------------------------------
+
+
+async def latency(
+    echo: tuple[str, int], sync: tuple[str, int], n: int, run: str
+) -> tuple[list[float], list[float]]:
+    """One sequential agent on each server, their requests interleaved one to one so
+    that both see the same machine (a VM's speed drifts from one second to the next).
+    Echo requests carry the same bodies as the attempts."""
+    echo_conn = await Connection(*echo).open()
+    agents = {a: await Connection(*sync, a).open() for a in ("platform", "business")}
+    echo_times, sync_times = [], []
+    for i in range(n // 4):
+        for agent, action, bindings in steps(f"{run}-{i}"):
+            payload = body((action, bindings))
+            request = echo_conn.prepare("POST", "/echo", payload)
+            start = time.perf_counter()
+            status, _ = await echo_conn.send(request)
+            echo_times.append(time.perf_counter() - start)
+            assert status == 200
+            conn = agents[agent]
+            request = conn.prepare("POST", BASE, payload)
+            start = time.perf_counter()
+            status, raw = await conn.send(request)
+            sync_times.append(time.perf_counter() - start)
+            assert status == 200, raw
+    for conn in (echo_conn, *agents.values()):
+        await conn.close()
+    return echo_times, sync_times
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+# 2. throughput ----------------------------------------------------------------------
+
+
+async def throughput(
+    echo: tuple[str, int], sync: tuple[str, int], agents: int, seconds: float, slices: int = 4
+) -> tuple[float, float]:
+    """Requests/s on the echo and finalized actions/s on the SyncServer, each with
+    ``agents`` concurrent connections, measured in alternating slices of time."""
+    counts = {"echo": 0, "sync": 0}
+    elapsed = {"echo": 0.0, "sync": 0.0}
+    slice_seconds = seconds / slices
+
+    async def run(target: str, i: int, deadline: float, j0: int) -> int:
+        host, port = echo if target == "echo" else sync
+        conn = await Connection(host, port, None if target == "echo" else f"a{i}").open()
+        done, j = 0, j0
+        while time.perf_counter() < deadline:
+            for _, action, bindings in steps(f"t{i}-{j}"):
+                path = "/echo" if target == "echo" else BASE
+                status, raw = await conn.send(conn.prepare("POST", path, body((action, bindings))))
+                assert status == 200, raw
+                done += 1
+            j += 1
+        await conn.close()
+        return done
+
+    for k in range(slices):
+        for target in ("echo", "sync"):
+            start = time.perf_counter()
+            results = await asyncio.gather(
+                *(run(target, i, start + slice_seconds, k * 100_000) for i in range(agents))
+            )
+            elapsed[target] += time.perf_counter() - start
+            counts[target] += sum(results)
+    return counts["echo"] / elapsed["echo"], counts["sync"] / elapsed["sync"]
+
+
+# 3. enabled() -----------------------------------------------------------------------
+
+
+def enabled_time(live: int) -> float:
+    """Median time of enabled() for one enactment among ``live`` ones (seconds)."""
+    protocol = LangshawProtocol.load(PROTOCOL)
+    state = SocialState(protocol)
+    for i in range(live):
+        state.apply(ActionInstance(protocol.action(a), b) for _, a, b in steps(f"c{i}")[:2])
+    root = (f"c{live // 2}",)
+    assert len(state.enabled("Platform", root)) == 2
+    samples = []
+    for _ in range(2000):
+        start = time.perf_counter()
+        state.enabled("Platform", root)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+# 4. LocalExecutor -------------------------------------------------------------------
+
+
+async def local_cost(enactments: int) -> tuple[float, float]:
+    """Seconds per finalized action through the LocalExecutor (memory store):
+
+    * attempt: ``await adapter.attempt([instance])`` for a built instance, until it
+      is finalized and applied to the view both adapters share;
+    * agent step: the same plus what the agent does first, ``enabled()`` and
+      ``FeasibleAction.bind()``.
+    """
+    from peach import LocalExecutor, PeachAdapter
+    from syncserver import SyncServer
+
+    protocol = LangshawProtocol.load(PROTOCOL)
+    results = []
+    for mode in ("attempt", "step"):
+        server = SyncServer.embedded(
+            [protocol], {"platform": ["Platform"], "business": ["Business"]}
+        )
+        executor = LocalExecutor(server)
+        platform = PeachAdapter("platform", protocol, "Platform", executor)
+        business = PeachAdapter("business", protocol, "Business", executor)
+        adapters = {"platform": platform, "business": business}
+        plan = [steps(f"{mode}{i}") for i in range(enactments)]
+        async with platform, business:
+            start = time.perf_counter()
+            for enactment in plan:
+                for agent, action, bindings in enactment:
+                    adapter = adapters[agent]
+                    if mode == "attempt":
+                        instance = ActionInstance(protocol.action(action), bindings)
+                    else:
+                        choices = (
+                            adapter.initiating()
+                            if action == "Create"
+                            else adapter.enabled({"cid": bindings["cid"]})
+                        )
+                        feasible = next(f for f in choices if f.name == action)
+                        wanted = {*feasible.to_bind, *feasible.new_keys}
+                        instance = feasible.bind(
+                            **{k: v for k, v in bindings.items() if k in wanted}
+                        )
+                    await adapter.attempt([instance])
+            results.append((time.perf_counter() - start) / (enactments * 4))
+    return results[0], results[1]
+
+
+# 5. memory --------------------------------------------------------------------------
+
+
+async def memory(
+    host: str, port: int, pid: int, actions: int, prefix: str = "m"
+) -> tuple[int, int, int]:
+    """(rss before, rss after, JSON bytes of the actions) for ``actions`` more actions."""
+    conns = {a: await Connection(host, port, a).open() for a in ("platform", "business")}
+    before = rss(pid)
+    size = 0
+    chunk = 10
+    for start in range(0, actions // 4, chunk):
+        enactments = [steps(f"{prefix}{j}") for j in range(start, start + chunk)]
+        for index in range(4):
+            group = [e[index] for e in enactments]
+            agent = group[0][0]
+            instances = [(a, b) for _, a, b in group]
+            size += sum(
+                len(json.dumps({"action": a, "bindings": b}, separators=(",", ":")))
+                for a, b in instances
+            )
+            status, raw = await conns[agent].send(
+                conns[agent].prepare("POST", BASE, body(*instances))
+            )
+            assert status == 200, raw
+    after = rss(pid)
+    for conn in conns.values():
+        await conn.close()
+    return before, after, size
+
+
+# ------------------------------------------------------------------------------------
+
+
+async def main(quick: bool) -> None:
+    n = 800 if quick else 4000
+    seconds = 2.0 if quick else 6.0
+    agents = 32
+    print(
+        f"strabo SyncServer benchmark ({'quick' if quick else 'full'} run), Python "
+        f"{sys.version.split()[0]}, {os.cpu_count()} CPUs\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        config = config_file(directory, agents)
+        echo_cmd = (sys.executable, str(ROOT / "bench" / "_servers.py"))
+        sync_cmd = (
+            sys.executable,
+            "-m",
+            "strabo.cli",
+            "syncserver",
+            "--config",
+            str(config),
+            "--db",
+            str(directory / "bench.db"),
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+        )
+        async with process(*echo_cmd) as (ehost, eport, _), process(*sync_cmd) as (host, port, _):
+            await latency((ehost, eport), (host, port), 400, "warm")
+            echo_lat, sync_lat = await latency((ehost, eport), (host, port), n, "lat")
+            echo_tput, sync_tput = await throughput((ehost, eport), (host, port), agents, seconds)
+        async with process(
+            *sync_cmd[:-6],
+            "--db",
+            str(directory / "memory.db"),
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+        ) as (host, port, pid):
+            await memory(host, port, pid, 400, "warm")  # let the process settle first
+            memory_actions = 20_000 if quick else 100_000
+            before, after, size = await memory(host, port, pid, memory_actions)
+
+    e50, e99 = statistics.median(echo_lat), percentile(echo_lat, 99)
+    s50, s99 = statistics.median(sync_lat), percentile(sync_lat, 99)
+    print("1. latency, one sequential agent (attempt -> finalized, SQLite store)")
+    print(
+        f"   echo        median {e50 * 1e3:6.3f} ms   p99 {e99 * 1e3:6.3f} ms   "
+        f"({len(echo_lat)} requests)"
+    )
+    print(
+        f"   syncserver  median {s50 * 1e3:6.3f} ms   p99 {s99 * 1e3:6.3f} ms   "
+        f"({len(sync_lat)} attempts)"
+    )
+    print(
+        f"   ratio       median {s50 / e50:5.2f}x      p99 {s99 / e99:5.2f}x      (target <= 2x)\n"
+    )
+    print(f"2. throughput, {agents} concurrent agents, SimpleUCP enactments")
+    print(f"   echo        {echo_tput:8.0f} requests/s")
+    print(f"   syncserver  {sync_tput:8.0f} finalized actions/s")
+    print(f"   ratio       {sync_tput / echo_tput:8.0%}  (target >= 30%)\n")
+    small, large = enabled_time(100), enabled_time(10_000 if quick else 100_000)
+    print("3. enabled() for one enactment")
+    print(f"   100 live enactments      {small * 1e6:7.2f} us")
+    print(f"   {'10,000' if quick else '100,000'} live enactments  {large * 1e6:7.2f} us")
+    print(f"   ratio                    {large / small:7.2f}x  (target <= 1.5)\n")
+    await local_cost(200)  # warm up
+    attempt, step = await local_cost(1000 if quick else 5000)
+    print("4. LocalExecutor, in process (memory store), per finalized action")
+    print(
+        f"   attempt -> finalized -> applied for both adapters  {attempt * 1e6:6.1f} us  "
+        "(target <= 50 us)"
+    )
+    print(f"   agent step: enabled() + bind() + the above         {step * 1e6:6.1f} us\n")
+    print(f"5. server memory after {memory_actions:,} finalized actions")
+    print(f"   JSON size of the actions  {size / 2**20:7.1f} MiB")
+    print(
+        f"   resident memory growth    {(after - before) / 2**20:7.1f} MiB "
+        f"(from {before / 2**20:.1f} to {after / 2**20:.1f} MiB)"
+    )
+    print(f"   ratio                     {(after - before) / size:7.2f}x  (target <= 2x)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
+    asyncio.run(main(parser.parse_args().quick))

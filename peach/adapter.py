@@ -1,0 +1,417 @@
+"""PeachAdapter: one role of one protocol, as an agent plays it.
+
+The adapter keeps a replica of the protocol's social state, fed by its executor
+in sequence order, and asks ``langshaw.semantics`` which actions the role may
+perform. Agent code picks among them, binds values and attempts them; it never
+encodes protocol rules itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from langshaw import ActionInstance, LangshawProtocol, SocialState
+from peach.errors import BindError
+from peach.feasible import FeasibleAction
+from peach.keys import new_key
+from peach.view import View
+
+if TYPE_CHECKING:
+    from peach.executor import Executor
+    from syncserver.batch import Batch
+
+log = logging.getLogger("strabo.peach")
+
+ObservationHandler = Callable[[ActionInstance, str], Awaitable[Any]]
+EnabledHandler = Callable[[FeasibleAction], Awaitable[Any]]
+CompletionHandler = Callable[[dict[str, Any], str], Awaitable[Any]]
+
+_ALL = "*"
+_MISSING = object()
+
+
+class PeachAdapter:
+    """Plays ``role`` in ``protocol`` as the agent ``name``, through ``executor``.
+
+    Handlers are coroutines registered with the decorators :meth:`observation`,
+    :meth:`on_enabled` and :meth:`on_completion`; each call runs as its own task,
+    and an exception in one is logged and does not stop the adapter.
+    """
+
+    def __init__(
+        self, name: str, protocol: LangshawProtocol, role: str, executor: Executor
+    ) -> None:
+        if role not in protocol.roles:
+            raise ValueError(
+                f"{protocol.name} has no role {role!r} (roles: {', '.join(protocol.roles)})"
+            )
+        self.name = name
+        self.protocol = protocol
+        self.role = role
+        self.executor = executor
+        self._view = View(protocol)  # replaced by the executor's shared view on start
+        self.new_key: Callable[[], str] = new_key
+        self._observers: dict[str, list[ObservationHandler]] = {}
+        self._enabled_handlers: dict[str, list[EnabledHandler]] = {}
+        self._completion_handlers: list[CompletionHandler] = []
+        self._enabled_cache: dict[tuple[Any, ...], list[FeasibleAction]] = {}
+        self._fired: dict[tuple[Any, ...], set[tuple]] = {}
+        self._fired_initiating: set[tuple] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._live = False
+        self._running = False
+        self._stopped = asyncio.Event()
+        self.listeners: list[Callable[[Batch, list[tuple]], None]] = []
+
+    # Registration ---------------------------------------------------------------
+
+    def observation(self, *actions: str) -> Callable[[ObservationHandler], ObservationHandler]:
+        """Register ``handler(instance, performer)`` for every finalized instance of
+        ``actions`` (every action when none is named), the agent's own included."""
+        self._check_names(actions)
+
+        def register(handler: ObservationHandler) -> ObservationHandler:
+            for name in actions or (_ALL,):
+                self._observers.setdefault(name, []).append(handler)
+            return handler
+
+        return register
+
+    def on_enabled(self, *actions: str) -> Callable[[EnabledHandler], EnabledHandler]:
+        """Register ``handler(feasible_action)``, called once each time one of
+        ``actions`` becomes enabled for this role in a scope, and at start-up for
+        every action already enabled (initiating actions included)."""
+        self._check_names(actions)
+        for name in actions:
+            if self.protocol.actions[name].actor != self.role:
+                raise ValueError(
+                    f"{name} is performed by {self.protocol.actions[name].actor}, not "
+                    f"{self.role}: it is never enabled for this adapter"
+                )
+
+        def register(handler: EnabledHandler) -> EnabledHandler:
+            for name in actions or (_ALL,):
+                self._enabled_handlers.setdefault(name, []).append(handler)
+            return handler
+
+        return register
+
+    def on_completion(self, handler: CompletionHandler) -> CompletionHandler:
+        """Register ``handler(keys, mas_id)``, called when a root enactment completes."""
+        self._completion_handlers.append(handler)
+        return handler
+
+    def _check_names(self, actions: Iterable[str]) -> None:
+        for name in actions:
+            if name not in self.protocol.actions:
+                raise ValueError(
+                    f"{self.protocol.name} has no action {name!r} "
+                    f"(actions: {', '.join(self.protocol.actions)})"
+                )
+
+    # Reading --------------------------------------------------------------------
+
+    @property
+    def state(self) -> SocialState:
+        """The replicated social state of the protocol (read it, never change it)."""
+        return self._view.state
+
+    @property
+    def mas_id(self) -> str:
+        return self.executor.mas
+
+    def enabled(
+        self, enactment: Mapping[str, Any] | tuple[Any, ...] | None = None
+    ) -> list[FeasibleAction]:
+        """The actions this role may perform now: in one enactment (given by its
+        root keys), or in every enactment plus the initiating actions."""
+        if enactment is not None:
+            root = self.state._root(enactment)
+            return list(self._enabled_in(root))
+        result: list[FeasibleAction] = []
+        for root in self.state.roots():
+            result.extend(self._enabled_in(root))
+        result.extend(self.initiating())
+        return result
+
+    def initiating(self) -> list[FeasibleAction]:
+        """The actions that open a new enactment."""
+        return [self._feasible(e) for e in self.state.initiating(self.role)]
+
+    def _enabled_in(self, root: tuple[Any, ...]) -> list[FeasibleAction]:
+        cached = self._enabled_cache.get(root)
+        if cached is None:
+            cached = [self._feasible(e) for e in self.state.enabled(self.role, root)]
+            self._enabled_cache[root] = cached
+        return cached
+
+    def _feasible(self, enablement: Any) -> FeasibleAction:
+        return FeasibleAction(enablement, self.role, self.new_key)
+
+    def history(
+        self, enactment: Mapping[str, Any] | tuple[Any, ...]
+    ) -> list[tuple[int, ActionInstance, str]]:
+        """The finalized instances of one enactment: ``(seq, instance, performer)``."""
+        return list(self._view.history.get(self.state._root(enactment), ()))
+
+    def enactments(self) -> list[tuple[Any, ...]]:
+        return list(self.state.roots())
+
+    def is_complete(self, enactment: Mapping[str, Any] | tuple[Any, ...]) -> bool:
+        return self.state.is_complete(enactment)
+
+    def keys_of(self, root: tuple[Any, ...]) -> dict[str, Any]:
+        return dict(zip(self.protocol.root_keys, root, strict=True))
+
+    # Acting ---------------------------------------------------------------------
+
+    def build_action(
+        self, name: str, bindings: Mapping[str, Any], *, default: Any = _MISSING
+    ) -> ActionInstance:
+        """Build an instance of ``name`` from a dict: the enactment is found from
+        the keys in ``bindings``, fixed attributes come from the state (a
+        conflicting value in ``bindings`` is an error), the attributes to bind are
+        taken from ``bindings`` (missing ones get ``default`` if given), and other
+        entries of the dict are ignored."""
+        action = self.protocol.actions.get(name)
+        if action is None:
+            raise BindError(
+                f"{self.protocol.name} has no action {name!r} "
+                f"(actions: {', '.join(self.protocol.actions)})"
+            )
+        if action.actor != self.role:
+            raise BindError(f"{name} is performed by {action.actor}, not {self.role}")
+        feasible = self._find(action.name, bindings)
+        values: dict[str, Any] = {}
+        for attribute in feasible.to_bind:
+            if attribute in bindings:
+                values[attribute] = bindings[attribute]
+            elif default is not _MISSING:
+                values[attribute] = default
+        for key in feasible.new_keys:
+            if key in bindings:
+                values[key] = bindings[key]
+        for attribute, value in feasible.enablement.fixed.items():
+            if attribute in bindings and attribute not in action.keys:
+                from langshaw import json_equal
+
+                if attribute not in action.dependencies and not json_equal(
+                    bindings[attribute], value
+                ):
+                    raise BindError(
+                        f"{name}: {attribute!r} is bound to {value!r} in this enactment, "
+                        f"not {bindings[attribute]!r}",
+                        attribute,
+                    )
+        return feasible.bind_from(values)
+
+    def _find(self, name: str, bindings: Mapping[str, Any]) -> FeasibleAction:
+        """The enablement an instance built from ``bindings`` would perform."""
+        action = self.protocol.actions[name]
+        given = {k: bindings[k] for k in action.keys if k in bindings}
+        roots = self.protocol.root_keys
+        enactment = None
+        if all(k in given for k in roots):
+            enactment = self.state.enactment(tuple(given[k] for k in roots))
+        candidates = (
+            self._enabled_in(enactment.root) if enactment is not None else self.initiating()
+        )
+        for feasible in candidates:
+            if feasible.name != name:
+                continue
+            known = feasible.enablement.keys
+            if any(k not in given or given[k] != v for k, v in known.items()):
+                continue
+            # A new key is generated, or given a value no scope of the enactment uses.
+            if all(
+                k not in given
+                or enactment is None
+                or given[k] not in enactment.values_of(k)
+                for k in feasible.new_keys
+            ):
+                return feasible
+        raise BindError(self._not_enabled(name, bindings, given))
+
+    def _not_enabled(self, name: str, bindings: Mapping[str, Any], given: dict[str, Any]) -> str:
+        action = self.protocol.actions[name]
+        probe = {a: bindings.get(a) for a in action.attributes}
+        for dependency in action.dependencies:
+            probe[dependency] = True
+        for key in action.keys:
+            if key not in given:
+                probe[key] = self.new_key()
+        violation = self.state.violation(ActionInstance(action, probe), {self.role})
+        where = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "a new enactment"
+        reason = f": {violation.message}" if violation else ""
+        return f"{name} is not enabled for {self.role} in {where}{reason}"
+
+    async def attempt(self, instances: Iterable[ActionInstance]) -> list[ActionInstance]:
+        """Finalize an atomic list of instances; returns them once finalized (and
+        already reflected in :meth:`enabled`), raises ActionRejected otherwise."""
+        items = list(instances)
+        if not items:
+            raise ValueError("attempt() needs at least one instance")
+        for item in items:
+            if not isinstance(item, ActionInstance):
+                raise TypeError(
+                    f"attempt() takes action instances (from FeasibleAction.bind or "
+                    f"build_action), not {type(item).__name__}"
+                )
+        return await self.executor.attempt(self, items)
+
+    async def sync(self) -> None:
+        """Catch up with everything finalized so far (handlers run as usual).
+
+        The live stream delivers batches soon after they are finalized; ``sync``
+        is for when an agent must act on the latest state right now.
+        """
+        await self.executor.sync(self)
+
+    # Life cycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, catch up with everything finalized so far, then go live."""
+        if self._running:
+            return
+        self._running = True
+        self._stopped.clear()
+        try:
+            await self.executor.join(self)
+        except BaseException:
+            self._running = False
+            raise
+
+    async def stop(self) -> None:
+        """Stop receiving, and wait for running handlers (cancelled after a grace)."""
+        if not self._running:
+            return
+        self._running = False
+        await self.executor.leave(self)
+        await self.drain(cancel=True)
+        self._stopped.set()
+
+    async def drain(self, cancel: bool = False) -> None:
+        """Wait until no handler task is running."""
+        while self._tasks:
+            tasks = list(self._tasks)
+            if cancel:
+                _, pending = await asyncio.wait(tasks, timeout=5.0)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+            else:
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def run(self) -> None:
+        """Start, then run until :meth:`stop` is called (or the task is cancelled)."""
+        await self.start()
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.stop()
+
+    async def __aenter__(self) -> PeachAdapter:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # Fed by the executor ----------------------------------------------------------
+
+    def _attach(self, view: View) -> None:
+        """Share the executor's view of the protocol (at start)."""
+        self._view = view
+        self._enabled_cache.clear()
+
+    def _after(
+        self,
+        batch: Batch,
+        completed: list[tuple[Any, ...]],
+        touched: list[tuple[Any, ...]],
+        live: bool,
+    ) -> None:
+        """A batch was applied to the view: refresh caches and, when live, run handlers."""
+        cache = self._enabled_cache
+        for root in touched:
+            cache.pop(root, None)
+        if not live:
+            return
+        if self._observers:
+            for entry in batch.entries:
+                for handler in self._handlers(self._observers, entry.instance.action.name):
+                    self._spawn(
+                        handler(entry.instance, entry.performer), handler, entry.instance.name
+                    )
+        for root in completed:
+            keys = self.keys_of(root)
+            for handler in self._completion_handlers:
+                self._spawn(handler(keys, self.mas_id), handler, "completion")
+        if self._enabled_handlers or self.listeners:
+            newly: list[tuple] = []
+            for root in touched:
+                newly.extend(self._newly_enabled(root))
+            for listener in self.listeners:
+                listener(batch, newly)
+
+    def _go_live(self) -> None:
+        """Start-up: everything enabled now counts as newly enabled."""
+        self._live = True
+        newly: list[tuple] = []
+        for root in self.state.roots():
+            newly.extend(self._newly_enabled(root))
+        for feasible in self.initiating():
+            ident = feasible.enablement.ident
+            if ident not in self._fired_initiating:
+                self._fired_initiating.add(ident)
+                newly.append(("initiating", feasible))
+                self._fire_enabled(feasible)
+
+    def _newly_enabled(self, root: tuple[Any, ...]) -> list[tuple]:
+        fired = self._fired.setdefault(root, set())
+        newly = []
+        for feasible in self._enabled_in(root):
+            ident = feasible.enablement.ident
+            if ident in fired:
+                continue
+            fired.add(ident)
+            newly.append((root, feasible))
+            self._fire_enabled(feasible)
+        return newly
+
+    def _fire_enabled(self, feasible: FeasibleAction) -> None:
+        for handler in self._handlers(self._enabled_handlers, feasible.name):
+            self._spawn(handler(feasible), handler, feasible.name)
+
+    @staticmethod
+    def _handlers(table: Mapping[str, list[Any]], name: str) -> list[Any]:
+        return [*table.get(name, ()), *table.get(_ALL, ())]
+
+    def _spawn(self, coroutine: Awaitable[Any], handler: Any, what: str) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if t.cancelled():
+                return
+            error = t.exception()
+            if error is not None:
+                log.error(
+                    "%s (%s in %s): handler %s for %s failed: %s",
+                    self.name,
+                    self.role,
+                    self.protocol.name,
+                    getattr(handler, "__qualname__", handler),
+                    what,
+                    error,
+                    exc_info=error,
+                )
+
+        task.add_done_callback(done)
+
+    def __repr__(self) -> str:
+        return f"<PeachAdapter {self.name!r} as {self.role} in {self.protocol.name}>"

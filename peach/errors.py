@@ -1,0 +1,44 @@
+"""What can go wrong when an adapter binds or attempts an action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langshaw import Violation
+
+
+class BindError(ValueError):
+    """An instance that cannot be built: names the attribute at fault."""
+
+    def __init__(self, message: str, attribute: str | None = None) -> None:
+        super().__init__(message)
+        self.attribute = attribute
+
+
+class ActionRejected(Exception):
+    """The server refused an attempt: ``rule`` is the protocol rule it breaks."""
+
+    def __init__(self, violation: Violation, instances: list[Any] | None = None) -> None:
+        super().__init__(f"{violation.rule}: {violation.message}")
+        self.violation = violation
+        self.rule = violation.rule
+        self.message = violation.message
+        self.instances = instances or []
+
+
+class ExecutorError(Exception):
+    """The executor could not get an answer (server unreachable, refused, failing)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        # True when resending the same attempt (same attempt id) is safe and may work.
+        self.retryable = retryable

@@ -1,0 +1,242 @@
+"""Executors connect adapters to a SyncServer.
+
+An executor sends attempts and feeds every adapter of a protocol the finalized
+batches, strictly in sequence order, each exactly once: a batch arriving with
+an attempt's answer, from the live stream, or from the log after a reconnection
+is applied only if it is the next one, and gaps are filled from the log. This
+module holds that logic; subclasses only say how to send, read and stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from langshaw import ActionInstance, LangshawProtocol
+from peach.errors import ExecutorError
+from peach.view import View, signature
+
+if TYPE_CHECKING:
+    from peach.adapter import PeachAdapter
+    from syncserver.batch import Batch
+
+log = logging.getLogger("strabo.peach")
+
+_PAGE = 1000
+
+
+class _Feed:
+    """The ordered stream of one protocol's batches, applied to one shared view."""
+
+    def __init__(self, executor: Executor, protocol: LangshawProtocol) -> None:
+        self.executor = executor
+        self.protocol = protocol
+        self.view = View(protocol)
+        self.adapters: list[PeachAdapter] = []
+        self.applied = 0
+        self.lock = asyncio.Lock()
+        self.task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    async def add(self, adapter: PeachAdapter) -> None:
+        """Attach ``adapter`` to the view (brought up to date without running any
+        handler if the feed is new), then let it go live."""
+        if signature(adapter.protocol) != signature(self.protocol):
+            raise ExecutorError(
+                f"{adapter!r} loads a {self.protocol.name} that differs from the one other "
+                f"adapters of this executor use ({self.protocol.source})"
+            )
+        async with self.lock:
+            if not self.adapters:
+                # A new feed: everything already finalized is history, not news.
+                while True:
+                    batches = await self.executor._read(adapter, self.applied, _PAGE)
+                    if not batches:
+                        break
+                    for batch in batches:
+                        self._apply(batch, live=False)
+            adapter._attach(self.view)
+            self.adapters.append(adapter)
+            adapter._go_live()
+        if self.task is None:
+            self.task = asyncio.create_task(self._run(), name=f"feed {self.protocol.name}")
+
+    async def remove(self, adapter: PeachAdapter) -> None:
+        if adapter in self.adapters:
+            self.adapters.remove(adapter)
+        if not self.adapters and self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+            self.task = None
+
+    async def deliver(self, batch: Batch) -> None:
+        """Apply ``batch`` (and any batch missing before it) for every adapter."""
+        if batch.seq <= self.applied:
+            return
+        async with self.lock:
+            if batch.seq <= self.applied:
+                return
+            while batch.seq > self.applied + 1 and self.adapters:
+                missing = await self.executor._read(
+                    self.adapters[0], self.applied, batch.seq - self.applied - 1
+                )
+                if not missing:
+                    raise ExecutorError(
+                        f"batch {self.applied + 1} of {self.protocol.name} is missing"
+                    )
+                for earlier in missing:
+                    self._apply(earlier)
+            self._apply(batch)
+
+    async def refresh(self) -> None:
+        """Read the log up to its current end and deliver what is new."""
+        while self.adapters:
+            batches = await self.executor._read(self.adapters[0], self.applied, _PAGE)
+            if not batches:
+                return
+            for batch in batches:
+                await self.deliver(batch)
+
+    def _apply(self, batch: Batch, live: bool = True) -> None:
+        if batch.seq != self.applied + 1:
+            return
+        completed, touched = self.view.apply(batch)
+        self.applied = batch.seq
+        for adapter in self.adapters:
+            adapter._after(batch, completed, touched, live)
+
+    async def _run(self) -> None:
+        """Follow the live stream; on any failure reconnect from the last applied batch."""
+        delay = 0.05
+        while self.adapters:
+            try:
+                async for batch in self.executor._stream(self.adapters[0], self.applied):
+                    self.connected.set()
+                    delay = 0.05
+                    await self.deliver(batch)
+                self.connected.clear()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure: log it, back off, reconnect
+                self.connected.clear()
+                log.warning(
+                    "event stream of %s interrupted (%s); reconnecting", self.protocol.name, exc
+                )
+            await asyncio.sleep(delay)  # back-off between reconnections, not a race fix
+            delay = min(delay * 2, 5.0)
+
+
+class Executor:
+    """Base class: one MAS on one SyncServer, for any number of adapters."""
+
+    def __init__(self, mas: str, *, retries: int = 3) -> None:
+        self.mas = mas
+        self.retries = retries
+        self._feeds: dict[str, _Feed] = {}
+        self._adapters: list[PeachAdapter] = []
+        self._open = False
+        self._join_lock: asyncio.Lock | None = None
+        # Attempt ids: unique across clients (random prefix), cheap per attempt.
+        self._attempt_prefix = uuid.uuid4().hex[:16] + "-"
+        self._attempt_count = itertools.count(1)
+
+    # What subclasses provide --------------------------------------------------------
+
+    async def _connect(self) -> None:
+        """Open connections (called before the first adapter joins)."""
+
+    async def _disconnect(self) -> None:
+        """Close connections (called after the last adapter leaves)."""
+
+    async def _admit(self, adapter: PeachAdapter) -> None:
+        """Check that ``adapter`` may join (its name and role)."""
+
+    async def _send(
+        self, adapter: PeachAdapter, instances: Sequence[ActionInstance], attempt_id: str
+    ) -> tuple[Batch, list[int]]:
+        """Finalize an attempt: the batch holding it, and its instances' positions."""
+        raise NotImplementedError
+
+    async def _read(self, adapter: PeachAdapter, after: int, limit: int) -> list[Batch]:
+        raise NotImplementedError
+
+    def _stream(self, adapter: PeachAdapter, after: int) -> AsyncIterator[Batch]:
+        raise NotImplementedError
+
+    # Used by adapters ---------------------------------------------------------------
+
+    async def join(self, adapter: PeachAdapter) -> None:
+        if self._join_lock is None:
+            self._join_lock = asyncio.Lock()
+        async with self._join_lock:
+            if not self._open:
+                await self._connect()
+                self._open = True
+            try:
+                await self._admit(adapter)
+                feed = self._feeds.get(adapter.protocol.name)
+                if feed is None:
+                    feed = self._feeds[adapter.protocol.name] = _Feed(self, adapter.protocol)
+                await feed.add(adapter)
+            except BaseException:
+                if not self._adapters:
+                    await self._close()
+                raise
+            self._adapters.append(adapter)
+
+    async def leave(self, adapter: PeachAdapter) -> None:
+        if self._join_lock is None:
+            self._join_lock = asyncio.Lock()
+        async with self._join_lock:
+            if adapter in self._adapters:
+                self._adapters.remove(adapter)
+            feed = self._feeds.get(adapter.protocol.name)
+            if feed is not None:
+                await feed.remove(adapter)
+                if not feed.adapters:
+                    del self._feeds[adapter.protocol.name]
+            if not self._adapters:
+                await self._close()
+
+    async def _close(self) -> None:
+        if self._open:
+            self._open = False
+            await self._disconnect()
+
+    async def attempt(
+        self, adapter: PeachAdapter, instances: Sequence[ActionInstance]
+    ) -> list[ActionInstance]:
+        if adapter not in self._adapters:
+            raise ExecutorError(
+                f"{adapter!r} is not started: use 'async with adapter:' or 'await adapter.start()'"
+            )
+        attempt_id = f"{self._attempt_prefix}{next(self._attempt_count)}"
+        delay = 0.1
+        for tries in range(self.retries + 1):
+            try:
+                batch, mine = await self._send(adapter, instances, attempt_id)
+                break
+            except ExecutorError as exc:
+                if not exc.retryable or tries == self.retries:
+                    raise
+                log.warning("attempt %s failed (%s); retrying with the same id", attempt_id, exc)
+            await asyncio.sleep(delay)  # back-off before resending, not a race fix
+            delay *= 2
+        feed = self._feeds.get(adapter.protocol.name)
+        if feed is not None:
+            await feed.deliver(batch)
+        return [batch.entries[i].instance for i in mine]
+
+    async def sync(self, adapter: PeachAdapter) -> None:
+        feed = self._feeds.get(adapter.protocol.name)
+        if feed is None or adapter not in feed.adapters:
+            raise ExecutorError(f"{adapter!r} is not started")
+        await feed.refresh()
+
+    async def connected(self, protocol: str) -> None:
+        """Wait until the live stream of ``protocol`` is connected (for tests)."""
+        await self._feeds[protocol].connected.wait()

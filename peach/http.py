@@ -1,0 +1,220 @@
+"""SyncExecutor: adapters talking to a SyncServer over HTTP.
+
+Attempts are POSTed; finalized batches arrive as server-sent events. After a
+dropped connection the stream resumes from the last applied batch, and an
+attempt whose answer was lost is retried under the same attempt id, which the
+server recognizes, so nothing is lost or finalized twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from langshaw import ActionInstance, LangshawProtocol, Violation
+from peach.errors import ActionRejected, ExecutorError
+from peach.executor import Executor
+from syncserver.batch import Batch, Entry
+
+if TYPE_CHECKING:
+    from peach.adapter import PeachAdapter
+
+log = logging.getLogger("strabo.peach")
+
+_RETRY_STATUS = {502, 503, 504}
+
+
+def parse_batch(protocol: LangshawProtocol, data: Mapping[str, Any]) -> Batch:
+    entries = []
+    for item in data["instances"]:
+        action = protocol.actions.get(item["action"])
+        if action is None:
+            raise ExecutorError(
+                f"the server finalized {item['action']!r}, which {protocol.name} "
+                f"({protocol.source}) does not have: agent and server load different protocols"
+            )
+        entries.append(Entry(ActionInstance(action, item["bindings"]), item["performer"]))
+    return Batch(protocol.name, int(data["seq"]), tuple(entries))
+
+
+class SyncExecutor(Executor):
+    """Connects adapters to the SyncServer at ``url`` as the agent ``token`` names.
+
+    ``retries`` bounds how often an attempt is resent after a connection error, a
+    timeout or a 502/503/504 (always with the same attempt id, which the server
+    recognizes, so a resent attempt is never finalized twice).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        mas: str = "default",
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(mas, retries=retries)
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self.agent: str | None = None
+        self.roles: dict[str, list[str]] = {}
+
+    def _path(self, adapter: PeachAdapter, tail: str) -> str:
+        return (
+            f"/mas/{quote(self.mas, safe='')}/protocols/"
+            f"{quote(adapter.protocol.name, safe='')}/{tail}"
+        )
+
+    async def _connect(self) -> None:
+        self._client = httpx.AsyncClient(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=httpx.Timeout(self.timeout, connect=10.0),
+            transport=self._transport,
+        )
+        try:
+            response = await self._client.get(f"/mas/{quote(self.mas, safe='')}")
+        except httpx.HTTPError as exc:
+            await self._client.aclose()
+            raise ExecutorError(f"cannot reach the SyncServer at {self.url}: {exc}") from None
+        if response.status_code != 200:
+            await self._client.aclose()
+            raise _error(response, f"the SyncServer at {self.url} refused to connect")
+        info = response.json()
+        self.agent = info["agent"]
+        self.roles = info["roles"]
+
+    async def _disconnect(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _admit(self, adapter: PeachAdapter) -> None:
+        if adapter.name != self.agent:
+            raise ExecutorError(
+                f"the adapter is named {adapter.name!r} but the token authenticates agent "
+                f"{self.agent!r}: name the adapter after the agent it speaks for"
+            )
+        played = self.roles.get(adapter.protocol.name)
+        if played is None:
+            raise ExecutorError(
+                f"agent {self.agent!r} plays no role in {adapter.protocol.name} on this server "
+                f"(it plays in: {', '.join(self.roles) or 'nothing'})"
+            )
+        if adapter.role not in played:
+            raise ExecutorError(
+                f"agent {self.agent!r} does not play {adapter.role} in "
+                f"{adapter.protocol.name} (it plays {', '.join(played)})"
+            )
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise ExecutorError("the executor is not connected: start an adapter first")
+        return self._client
+
+    async def _send(
+        self, adapter: PeachAdapter, instances: Sequence[ActionInstance], attempt_id: str
+    ) -> tuple[Batch, list[int]]:
+        body = {
+            "instances": [
+                {"action": i.action.name, "bindings": dict(i.bindings)} for i in instances
+            ],
+            "attempt_id": attempt_id,
+        }
+        try:
+            response = await self.client.post(self._path(adapter, "attempts"), json=body)
+        except (httpx.TransportError, httpx.TimeoutException) as exc:
+            raise ExecutorError(
+                f"no answer from the SyncServer at {self.url}: {exc!r}", retryable=True
+            ) from None
+        if response.status_code == 200:
+            data = response.json()
+            return _finalized(adapter, instances, data), list(data["attempt"])
+        raise _rejection(response, instances)
+
+    async def _read(self, adapter: PeachAdapter, after: int, limit: int) -> list[Batch]:
+        try:
+            response = await self.client.get(
+                self._path(adapter, "log"), params={"after": after, "limit": limit}
+            )
+        except httpx.HTTPError as exc:
+            raise ExecutorError(f"cannot read the log from {self.url}: {exc!r}") from None
+        if response.status_code != 200:
+            raise _error(response, "cannot read the log")
+        return [parse_batch(adapter.protocol, e) for e in response.json()["events"]]
+
+    async def _stream(self, adapter: PeachAdapter, after: int) -> AsyncIterator[Batch]:
+        timeout = httpx.Timeout(self.timeout, read=max(self.timeout, 60.0))
+        async with aconnect_sse(
+            self.client,
+            "GET",
+            self._path(adapter, "events"),
+            params={"after": after},
+            timeout=timeout,
+        ) as source:
+            if source.response.status_code != 200:
+                await source.response.aread()
+                raise _error(source.response, "the event stream was refused")
+            async for event in source.aiter_sse():
+                if event.event == "batch":
+                    yield parse_batch(adapter.protocol, json.loads(event.data))
+
+
+def _finalized(
+    adapter: PeachAdapter, instances: Sequence[ActionInstance], data: Mapping[str, Any]
+) -> Batch:
+    """The batch an attempt's answer describes: our instances at their positions,
+    and the entries of other attempts finalized in the same batch, as sent."""
+    entries: list[Entry | None] = [None] * (len(data["attempt"]) + len(data["others"]))
+    for position, instance in zip(data["attempt"], instances, strict=True):
+        entries[position] = Entry(instance, adapter.name)
+    others = parse_batch(adapter.protocol, {"seq": 0, "instances": data["others"]})
+    for other, entry in zip(data["others"], others.entries, strict=True):
+        entries[other["index"]] = entry
+    return Batch(adapter.protocol.name, int(data["seq"]), tuple(entries))  # type: ignore[arg-type]
+
+
+def _error_body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def _error(response: httpx.Response, context: str) -> ExecutorError:
+    error = _error_body(response)
+    message = error.get("message") or response.text[:200] or response.reason_phrase
+    return ExecutorError(
+        f"{context}: {response.status_code} {message}",
+        status=response.status_code,
+        code=error.get("code"),
+        retryable=response.status_code in _RETRY_STATUS,
+    )
+
+
+def _rejection(response: httpx.Response, instances: Sequence[ActionInstance]) -> Exception:
+    error = _error_body(response)
+    if "rule" in error:
+        violation = Violation(
+            error["rule"],
+            error.get("message", ""),
+            action=error.get("action"),
+            attribute=error.get("attribute"),
+            index=error.get("index", 0),
+        )
+        return ActionRejected(violation, list(instances))
+    return _error(response, "the attempt failed")

@@ -1,0 +1,83 @@
+"""LocalExecutor: a SyncServer in the same process, without HTTP.
+
+For single-process systems and fast tests. Attempts go through the very code the
+HTTP server runs (authorization, checks, finalization, store), so an adapter
+behaves the same on either executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from langshaw import ActionInstance
+from peach.errors import ActionRejected, ExecutorError
+from peach.executor import Executor
+from syncserver.batch import Batch
+from syncserver.errors import Rejected, ServiceError
+from syncserver.server import SyncServer
+
+if TYPE_CHECKING:
+    from peach.adapter import PeachAdapter
+
+
+class LocalExecutor(Executor):
+    """Runs adapters against ``server`` in-process. Agents are trusted to be who
+    their adapter's name says (they share the process); roles are still checked.
+    The server is started on first use if it is not running, and then stopped
+    when the last adapter leaves."""
+
+    def __init__(self, server: SyncServer, mas: str = "default", *, retries: int = 3) -> None:
+        super().__init__(mas, retries=retries)
+        self.server = server
+        self._owns_server = False
+
+    async def _connect(self) -> None:
+        if not self.server._started:
+            await self.server.start()
+            self._owns_server = True
+
+    async def _disconnect(self) -> None:
+        if self._owns_server:
+            self._owns_server = False
+            await self.server.stop()
+
+    async def _admit(self, adapter: PeachAdapter) -> None:
+        try:
+            agent = self.server.agent(self.mas, adapter.name)
+            self.server.ledger(self.mas, adapter.protocol.name, agent)
+        except ServiceError as exc:
+            raise ExecutorError(exc.message, status=exc.status, code=exc.code) from None
+        if adapter.role not in agent.roles[adapter.protocol.name]:
+            raise ExecutorError(
+                f"agent {adapter.name!r} does not play {adapter.role} in "
+                f"{adapter.protocol.name} (it plays "
+                f"{', '.join(sorted(agent.roles[adapter.protocol.name]))})",
+                status=403,
+                code="forbidden",
+            )
+
+    async def _send(
+        self, adapter: PeachAdapter, instances: Sequence[ActionInstance], attempt_id: str
+    ) -> tuple[Batch, list[int]]:
+        agent = self.server.agent(self.mas, adapter.name)
+        try:
+            batch = await self.server.attempt(
+                self.mas, adapter.protocol.name, agent, instances, attempt_id
+            )
+        except Rejected as exc:
+            raise ActionRejected(exc.violation, list(instances)) from None
+        except ServiceError as exc:
+            raise ExecutorError(
+                exc.message, status=exc.status, code=exc.code, retryable=exc.status == 503
+            ) from None
+        mine = [i for i, e in enumerate(batch.entries) if e.attempt_id == attempt_id]
+        return batch, mine
+
+    async def _read(self, adapter: PeachAdapter, after: int, limit: int) -> list[Batch]:
+        agent = self.server.agent(self.mas, adapter.name)
+        return await self.server.read(self.mas, adapter.protocol.name, agent, after, limit)
+
+    def _stream(self, adapter: PeachAdapter, after: int) -> AsyncIterator[Batch]:
+        agent = self.server.agent(self.mas, adapter.name)
+        return self.server.subscribe(self.mas, adapter.protocol.name, agent, after)

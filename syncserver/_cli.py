@@ -1,0 +1,174 @@
+"""``strabo syncserver``: serve the MASes of a configuration file over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DESCRIPTION = """\
+Run a SyncServer: the shared social state of every enactment of the
+multiagent systems (MASes) that the configuration file declares.
+
+The configuration (TOML) lists, for each MAS, its protocol files and its agents
+with the roles they play and their credentials:
+
+  [mas.purchase]
+  protocols = ["protocols/purchase.lsh"]      # relative to the config file
+
+  [mas.purchase.agents.buyer]
+  roles = ["Buyer"]                          # "Protocol:Role" if ambiguous
+  token_env = "BUYER_TOKEN"                  # or: token = "..."
+
+An optional [server] table sets defaults for policy, batch_window_ms and db;
+the options below override it. A bad configuration is refused at start with a
+message per problem. Agents authenticate with "Authorization: Bearer <token>";
+docs/syncserver.md documents the HTTP API.
+
+Finalization policies:
+  instant   each attempt is checked on arrival and finalized at once; the first
+            of two conflicting attempts wins, the later one is rejected.
+  batched   attempts arriving within the batch window are finalized together;
+            a higher sayso priority wins an attribute conflict, otherwise the
+            earlier arrival; the accepted ones are published as one batch.
+
+Durability: an attempt is acknowledged only after the transaction holding it
+has committed to the SQLite file (concurrent attempts share a commit).
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", required=True, metavar="FILE", help="the TOML file declaring the MASes"
+    )
+    parser.add_argument(
+        "--policy",
+        choices=["instant", "batched"],
+        help="finalization policy (default: the config's, else instant)",
+    )
+    parser.add_argument(
+        "--batch-window-ms",
+        type=float,
+        metavar="N",
+        help="how long a batch collects attempts, in milliseconds (default 20)",
+    )
+    parser.add_argument(
+        "--db",
+        metavar="PATH",
+        help="SQLite file holding the log (default: the config's, else strabo.db); "
+        "':memory:' keeps it in memory only",
+    )
+    parser.add_argument(
+        "--sync",
+        choices=["normal", "full"],
+        default="normal",
+        help="SQLite durability: 'normal' survives the process being killed (kill -9); "
+        "'full' also survives power loss, with an fsync per commit (default normal)",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument("--port", type=int, default=8300, help="port to listen on (default 8300)")
+    parser.add_argument(
+        "--max-body",
+        type=int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="largest request body accepted; larger ones get 413 (default 1 MiB)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="server log level (default info)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    import uvicorn
+
+    from syncserver.app import create_app
+    from syncserver.config import ConfigError, load_config
+    from syncserver.server import SyncServer
+    from syncserver.store import StoreError
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"strabo syncserver: invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    if args.batch_window_ms is not None and args.batch_window_ms <= 0:
+        print("strabo syncserver: --batch-window-ms must be positive", file=sys.stderr)
+        return 2
+    db = args.db or config.db or "strabo.db"
+    server = SyncServer(
+        config,
+        store=db,
+        policy=args.policy,
+        batch_window_ms=args.batch_window_ms,
+        synchronous=args.sync,
+    )
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+
+    class Uvicorn(uvicorn.Server):
+        async def shutdown(self, sockets: list | None = None) -> None:
+            server.close_streams()  # end event streams first, or they hold the shutdown
+            await super().shutdown(sockets=sockets)
+
+    async def main() -> int:
+        try:
+            listener = bind(args.host, args.port)
+        except OSError as exc:
+            print(
+                f"strabo syncserver: cannot listen on {args.host}:{args.port}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 1
+        try:
+            await server.start()
+        except StoreError as exc:
+            print(f"strabo syncserver: {exc}", file=sys.stderr)
+            listener.close()
+            return 2
+        app = create_app(server, max_body=args.max_body, manage_lifespan=False)
+        uv = Uvicorn(
+            uvicorn.Config(
+                app,
+                log_level=args.log_level,
+                access_log=False,
+                timeout_graceful_shutdown=5,
+            )
+        )
+        systems = ", ".join(f"{m.name} ({', '.join(m.protocols)})" for m in config.mas.values())
+        port = listener.getsockname()[1]
+        print(
+            f"strabo syncserver: {systems}; policy {server.policy}; store {db}; "
+            f"listening on http://{args.host}:{port}",
+            flush=True,
+        )
+        try:
+            await uv.serve(sockets=[listener])
+        finally:
+            await server.stop()
+            listener.close()
+        return 0
+
+    return asyncio.run(main())
+
+
+def bind(host: str, port: int):
+    """A listening socket, bound before anything is printed, so that the printed
+    address is ready to accept connections (and --port 0 can report its port)."""
+    import socket
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(2048)
+    except OSError:
+        listener.close()
+        raise
+    return listener

@@ -1,0 +1,314 @@
+"""The SyncServer's HTTP API (docs/syncserver.md describes every endpoint).
+
+Every request but ``/health`` carries ``Authorization: Bearer <token>``; every
+error is a JSON body ``{"error": {"code": ..., "message": ...}}`` with a fitting
+status. Finalized batches stream to agents as server-sent events, resumable from
+any sequence number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from syncserver.batch import Batch
+from syncserver.config import AgentConfig
+from syncserver.errors import ServiceError
+from syncserver.ledger import Lagging
+from syncserver.server import SyncServer
+from syncserver.wire import AttemptIn, describe
+
+log = logging.getLogger("strabo.syncserver")
+
+DEFAULT_MAX_BODY = 1024 * 1024
+HEARTBEAT_SECONDS = 15.0
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    body = json.dumps(data, separators=(",", ":")).encode()
+    return Response(body, status_code=status, media_type="application/json")
+
+
+def create_app(
+    server: SyncServer,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    heartbeat: float = HEARTBEAT_SECONDS,
+    manage_lifespan: bool = True,
+) -> Starlette:
+    """The Starlette app serving ``server``. With ``manage_lifespan`` the app
+    starts and stops the server with its own lifespan."""
+
+    def caller(request: Request) -> AgentConfig:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if header and scheme.lower() != "bearer":
+            raise ServiceError(401, "unauthorized", "use 'Authorization: Bearer <token>'")
+        return server.authenticate(request.path_params["mas"], token.strip() or None)
+
+    async def health(request: Request) -> Response:
+        return _json({"status": "ok", "policy": server.policy})
+
+    async def mas_info(request: Request) -> Response:
+        agent = caller(request)
+        system = server.system(request.path_params["mas"])
+        return _json(
+            {
+                "mas": system.name,
+                "agent": agent.name,
+                "roles": {p: sorted(r) for p, r in agent.roles.items()},
+                "protocols": list(system.protocols),
+                "policy": server.policy,
+            }
+        )
+
+    def ledger_for(request: Request):
+        agent = caller(request)
+        params = request.path_params
+        return agent, server.ledger(params["mas"], params["protocol"], agent)
+
+    async def protocol_info(request: Request) -> Response:
+        _, ledger = ledger_for(request)
+        protocol = ledger.protocol
+        return _json(
+            {
+                "name": protocol.name,
+                "roles": list(protocol.roles),
+                "keys": list(protocol.keys),
+                "root_keys": list(protocol.root_keys),
+                "actions": {
+                    a.name: {"actor": a.actor, "attributes": list(a.attributes), "doc": a.doc}
+                    for a in protocol.actions.values()
+                },
+                "completion": [list(c) for c in protocol.completion],
+                "last_seq": ledger.committed_seq,
+                "enactments": len(ledger.state),
+            }
+        )
+
+    async def attempt(request: Request) -> Response:
+        agent = caller(request)
+        params = request.path_params
+        server.ledger(params["mas"], params["protocol"], agent)  # 404/403 before reading
+        body = await _read_body(request, max_body)
+        try:
+            parsed = AttemptIn.model_validate_json(body)
+        except ValidationError as exc:
+            code, message = describe(exc)
+            raise ServiceError(400, code, message) from None
+        batch = await server.attempt(
+            params["mas"],
+            params["protocol"],
+            agent,
+            [{"action": i.action, "bindings": i.bindings} for i in parsed.instances],
+            attempt_id=parsed.attempt_id,
+        )
+        mine = (
+            [i for i, e in enumerate(batch.entries) if e.attempt_id == parsed.attempt_id]
+            if parsed.attempt_id
+            else [i for i, e in enumerate(batch.entries) if e.performer == agent.name]
+        )
+        # The caller knows its own instances: send their positions in the batch,
+        # and only the other entries in full (a batched window may hold some).
+        own = set(mine)
+        others = [{"index": i, **e.to_json()} for i, e in enumerate(batch.entries) if i not in own]
+        return _json({"seq": batch.seq, "attempt": mine, "others": others})
+
+    async def events(request: Request) -> Response:
+        _, ledger = ledger_for(request)
+        after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
+        stream = ledger.subscribe(after)
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield b": connected\n\n"
+            source = stream.__aiter__()
+            next_batch: asyncio.Task[Batch] | None = None
+            try:
+                while True:
+                    if next_batch is None:
+                        next_batch = asyncio.ensure_future(source.__anext__())
+                    done, _ = await asyncio.wait({next_batch}, timeout=heartbeat)
+                    if not done:
+                        yield b": ping\n\n"
+                        continue
+                    try:
+                        batch = next_batch.result()
+                    except (Lagging, StopAsyncIteration):
+                        return  # the client reconnects and catches up from the log
+                    next_batch = None
+                    yield batch.sse_frame
+            finally:
+                if next_batch is not None:
+                    next_batch.cancel()
+                    with contextlib.suppress(BaseException):
+                        await next_batch
+                await stream.aclose()
+
+        return StreamingResponse(
+            frames(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def read_log(request: Request) -> Response:
+        _, ledger = ledger_for(request)
+        after = _int(request.query_params.get("after"), 0)
+        limit = min(_int(request.query_params.get("limit"), 500), 5000)
+        batches = await ledger.read(after, limit)
+        return _json({"events": [b.to_json() for b in batches], "last_seq": ledger.committed_seq})
+
+    async def enactments(request: Request) -> Response:
+        _, ledger = ledger_for(request)
+        offset = _int(request.query_params.get("offset"), 0)
+        limit = min(_int(request.query_params.get("limit"), 100), 1000)
+        roots = list(ledger.state.roots())
+        keys = ledger.protocol.root_keys
+        page = [
+            {"keys": dict(zip(keys, root, strict=True)), "complete": ledger.state.is_complete(root)}
+            for root in roots[offset : offset + limit]
+        ]
+        return _json({"total": len(roots), "offset": offset, "enactments": page})
+
+    async def enactment(request: Request) -> Response:
+        _, ledger = ledger_for(request)
+        protocol = ledger.protocol
+        keys = {}
+        for key in protocol.root_keys:
+            if key not in request.query_params:
+                raise ServiceError(
+                    400,
+                    "bad-request",
+                    f"name the enactment by its root keys as query parameters: "
+                    f"?{'&'.join(k + '=...' for k in protocol.root_keys)}",
+                )
+            keys[key] = request.query_params[key]
+        root = tuple(keys.values())
+        if ledger.state.enactment(root) is None:
+            # A query string cannot say whether '7' is a string or an integer.
+            alternative = tuple(_key_value(v) if isinstance(v, str) else str(v) for v in root)
+            if ledger.state.enactment(alternative) is None:
+                raise ServiceError(404, "unknown-enactment", f"no enactment with {keys}")
+            root = alternative
+            keys = dict(zip(protocol.root_keys, root, strict=True))
+        batches = await ledger.store.by_root(ledger.mas, protocol, root)
+        replica = await ledger.replica(root)
+        return _json(
+            {
+                "keys": keys,
+                "complete": ledger.state.is_complete(root),
+                "instances": [{"seq": b.seq, **e.to_json()} for b in batches for e in b.entries],
+                "enabled": {
+                    role: [
+                        {
+                            "action": e.action.name,
+                            "keys": e.keys,
+                            "new_keys": list(e.new_keys),
+                            "fixed": e.fixed,
+                            "to_bind": list(e.to_bind),
+                        }
+                        for e in replica.enabled(role, root)
+                    ]
+                    for role in protocol.roles
+                },
+            }
+        )
+
+    async def service_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ServiceError)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        response = _json(exc.to_json(), exc.status)
+        if headers:
+            response.headers.update(headers)
+        return response
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+        message = {
+            404: f"no such endpoint: {request.method} {request.url.path} (see docs/syncserver.md)",
+            405: f"{request.method} is not allowed on {request.url.path}",
+        }.get(exc.status_code, str(exc.detail))
+        return _json({"error": {"code": code, "message": message}}, exc.status_code)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _json(
+            {"error": {"code": "internal", "message": f"internal error: {type(exc).__name__}"}},
+            500,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_lifespan:
+            await server.start()
+        try:
+            yield
+        finally:
+            if manage_lifespan:
+                await server.stop()
+
+    prefix = "/mas/{mas}/protocols/{protocol}"
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/mas/{mas}", mas_info),
+            Route(prefix, protocol_info),
+            Route(prefix + "/attempts", attempt, methods=["POST"]),
+            Route(prefix + "/events", events),
+            Route(prefix + "/log", read_log),
+            Route(prefix + "/enactments", enactments),
+            Route(prefix + "/enactment", enactment),
+        ],
+        exception_handlers={
+            ServiceError: service_error,
+            HTTPException: http_error,
+            Exception: unexpected,
+        },
+        lifespan=lifespan,
+    )
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit():
+        if int(declared) > limit:
+            raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
+        return await request.body()  # the server enforces the declared length
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _int(value: str | None, default: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ServiceError(400, "bad-request", f"expected a whole number, not {value!r}") from None
+    if number < 0:
+        raise ServiceError(400, "bad-request", f"expected a non-negative number, not {number}")
+    return number
+
+
+def _key_value(text: str) -> Any:
+    """Digits that round-trip as an integer, as an integer."""
+    if text.lstrip("-").isdigit() and str(int(text)) == text:
+        return int(text)
+    return text

@@ -1,0 +1,76 @@
+"""Finalized batches: what the log records and what subscribers receive.
+
+A batch is a group of instances finalized together under one sequence number:
+one attempt under instant finalization, all the accepted attempts of a window
+under batched finalization. Its JSON and server-sent-event encodings are
+computed once, however many subscribers receive it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from langshaw import ActionInstance
+
+
+class Entry:
+    """One finalized instance and the agent that performed it. Read-only by
+    convention (a plain slotted class: built for every finalized action)."""
+
+    __slots__ = ("attempt_id", "instance", "performer")
+
+    def __init__(
+        self, instance: ActionInstance, performer: str, attempt_id: str | None = None
+    ) -> None:
+        self.instance = instance
+        self.performer = performer
+        self.attempt_id = attempt_id
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.instance.action.name,
+            "bindings": dict(self.instance.bindings),
+            "performer": self.performer,
+        }
+
+    def __repr__(self) -> str:
+        return f"Entry({self.instance!r} by {self.performer!r})"
+
+
+class Batch:
+    """Instances finalized together under one sequence number. Read-only by convention."""
+
+    __slots__ = ("_json", "entries", "protocol", "seq")
+
+    def __init__(self, protocol: str, seq: int, entries: tuple[Entry, ...]) -> None:
+        self.protocol = protocol
+        self.seq = seq
+        self.entries = entries
+        self._json: bytes | None = None
+
+    def only(self, keep: Callable[[Entry], bool]) -> Batch:
+        """This batch restricted to some of its entries."""
+        return Batch(self.protocol, self.seq, tuple(e for e in self.entries if keep(e)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "protocol": self.protocol,
+            "instances": [e.to_json() for e in self.entries],
+        }
+
+    @property
+    def json_bytes(self) -> bytes:
+        if self._json is None:
+            self._json = json.dumps(self.to_json(), separators=(",", ":")).encode()
+        return self._json
+
+    @property
+    def sse_frame(self) -> bytes:
+        """The batch as one server-sent event, with its seq as the event id."""
+        return b"id: %d\nevent: batch\ndata: %s\n\n" % (self.seq, self.json_bytes)
+
+    def __repr__(self) -> str:
+        return f"Batch({self.protocol} #{self.seq}: {list(self.entries)!r})"

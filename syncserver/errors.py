@@ -1,0 +1,56 @@
+"""Errors the SyncServer reports, each with an HTTP status, a code and a message.
+
+The same exceptions reach in-process callers (``LocalExecutor``) and HTTP clients
+(as ``{"error": {"code": ..., "message": ...}}`` bodies), so both see the same
+reasons for the same mistakes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langshaw import Violation
+
+# Which HTTP status each rule of langshaw.semantics maps to.
+RULE_STATUS = {
+    "unknown-action": 422,
+    "unknown-attribute": 422,
+    "missing-attribute": 422,
+    "key": 422,
+    "role": 403,
+    "duplicate": 409,
+    "dependency": 409,
+    "nono": 409,
+    "nogo": 409,
+    "sayso": 409,
+    "bound": 409,
+}
+
+
+class ServiceError(Exception):
+    """A request the server refuses (or cannot serve), with its HTTP status."""
+
+    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.details}}
+
+
+class Rejected(ServiceError):
+    """An attempt that breaks a protocol rule."""
+
+    def __init__(self, violation: Violation) -> None:
+        details: dict[str, Any] = {"rule": violation.rule, "index": violation.index}
+        if violation.action is not None:
+            details["action"] = violation.action
+        if violation.attribute is not None:
+            details["attribute"] = violation.attribute
+        super().__init__(
+            RULE_STATUS.get(violation.rule, 409), violation.rule, violation.message, **details
+        )
+        self.violation = violation

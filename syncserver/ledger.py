@@ -1,0 +1,445 @@
+"""The social state of one protocol in one MAS: check, finalize, store, publish.
+
+Attempts are checked with ``langshaw.semantics`` (the only place protocol rules
+live) against the in-memory state, which already includes every accepted but not
+yet committed attempt, so the order of acceptance is the order of arrival (or of
+priority, in a batch). Accepted batches go to the store in group commits; an
+attempt is acknowledged, and its batch published to subscribers, only once the
+transaction holding it has committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation
+from syncserver.batch import Batch, Entry
+from syncserver.errors import Rejected, ServiceError
+from syncserver.store import Store
+
+log = logging.getLogger("strabo.syncserver")
+
+
+@dataclass(slots=True)
+class Attempt:
+    """An authorized attempt waiting to be finalized."""
+
+    instances: Sequence[ActionInstance]
+    performer: str
+    roles: frozenset[str]
+    attempt_id: str | None = None
+
+
+class Lagging(Exception):
+    """A subscriber fell too far behind; it must reconnect and catch up from the log."""
+
+
+class Subscriber:
+    """A live feed of batches with a bounded backlog."""
+
+    def __init__(self, limit: int) -> None:
+        self._queue: deque[Batch] = deque()
+        self._ready = asyncio.Event()
+        self._limit = limit
+        self.lagging = False
+
+    def push(self, batch: Batch) -> None:
+        if self.lagging:
+            return
+        if len(self._queue) >= self._limit:
+            self.lagging = True
+            self._queue.clear()
+        else:
+            self._queue.append(batch)
+        self._ready.set()
+
+    def close(self) -> None:
+        self.lagging = True
+        self._queue.clear()
+        self._ready.set()
+
+    async def get(self) -> Batch:
+        while not self._queue:
+            if self.lagging:
+                raise Lagging()
+            self._ready.clear()
+            await self._ready.wait()
+        return self._queue.popleft()
+
+
+class Ledger:
+    #: After this long without a commit, an attempt is committed at once instead of
+    #: waiting for the loop's next turn to be grouped with others (seconds).
+    QUIET = 0.0005
+
+    def __init__(
+        self,
+        mas: str,
+        protocol: LangshawProtocol,
+        store: Store,
+        policy: str = "instant",
+        batch_window_ms: float = 20.0,
+        subscriber_backlog: int = 10_000,
+        fingerprints: bool = True,
+    ) -> None:
+        self.mas = mas
+        self.protocol = protocol
+        self.store = store
+        self.fingerprints = fingerprints
+        self.state = SocialState(protocol, fingerprints=fingerprints)
+        self.policy = policy
+        self.window = batch_window_ms / 1000.0
+        self.subscriber_backlog = subscriber_backlog
+        self.next_seq = 1
+        self.committed_seq = 0
+        self.subscribers: set[Subscriber] = set()
+        self._pending: list[tuple[Batch, asyncio.Future[Batch]]] = []
+        self._flush_scheduled = False
+        self._writing: asyncio.Future[None] | None = None
+        self._rebuilding: asyncio.Future[None] | None = None
+        self._last_flush = 0.0
+        self._window: list[tuple[Attempt, asyncio.Future[Batch]]] = []
+        self._window_task: asyncio.Task[None] | None = None
+        self._in_flight: dict[str, Batch] = {}  # attempt_id -> batch not yet committed
+        self._uncommitted: dict[int, Batch] = {}  # seq -> batch accepted, not yet committed
+        self._waiting: dict[str, asyncio.Future[Batch]] = {}  # attempt_id -> in the window
+        self._closed = False
+
+    # Life cycle -------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Rebuild the state from the store and start writing (at start-up)."""
+        await self._load_state()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._window_task is not None:
+            await self._window_task
+        while self._writing is not None or self._pending or self._rebuilding is not None:
+            if self._rebuilding is not None:
+                await asyncio.gather(self._rebuilding, return_exceptions=True)
+            elif self._writing is None:
+                self._writing = asyncio.ensure_future(self._flush())
+            else:
+                await self._writing
+        self.end_subscriptions()
+
+    def end_subscriptions(self) -> None:
+        for subscriber in self.subscribers:
+            subscriber.close()
+
+    # Attempts -----------------------------------------------------------------------
+
+    async def attempt(self, attempt: Attempt) -> Batch:
+        if self._closed:
+            raise ServiceError(503, "shutting-down", "the server is shutting down")
+        while self._rebuilding is not None:
+            await asyncio.shield(self._rebuilding)
+        if attempt.attempt_id is not None and attempt.attempt_id in self._in_flight:
+            return self._in_flight[attempt.attempt_id]  # a retry, not yet committed
+        if self.policy == "batched":
+            if attempt.attempt_id in self._waiting:  # a retry of an attempt in this window
+                return await asyncio.shield(self._waiting[attempt.attempt_id])
+            future: asyncio.Future[Batch] = asyncio.get_running_loop().create_future()
+            if attempt.attempt_id is not None:
+                self._waiting[attempt.attempt_id] = future
+            self._window.append((attempt, future))
+            if self._window_task is None:
+                self._window_task = asyncio.create_task(self._close_window())
+            return await future
+        violation = self.state.attempt(attempt.instances, attempt.roles)
+        if violation is not None:
+            replay = await self._replay(attempt)
+            if replay is not None:
+                return replay
+            raise Rejected(await self._explain(violation, attempt))
+        return await self._commit(self._batch([attempt]))
+
+    async def _replay(self, attempt: Attempt) -> Batch | None:
+        """The batch of an attempt already finalized under the same attempt id.
+
+        Looked up only when an attempt is rejected: a finalized attempt resent is
+        always rejected (its actions already occurred in their scopes), so the
+        happy path never pays for the lookup."""
+        if attempt.attempt_id is None:
+            return None
+        batch = self._in_flight.get(attempt.attempt_id)
+        if batch is not None and batch.entries[0].performer == attempt.performer:
+            return batch
+        first = attempt.instances[0]
+        root = tuple(first.bindings.get(k) for k in self.protocol.root_keys)
+        return await self.store.find_attempt(
+            self.mas, self.protocol, attempt.attempt_id, attempt.performer, root
+        )
+
+    def _batch(self, attempts: Sequence[Attempt]) -> Batch:
+        entries = tuple(
+            Entry(instance, a.performer, a.attempt_id) for a in attempts for instance in a.instances
+        )
+        batch = Batch(self.protocol.name, self.next_seq, entries)
+        self.next_seq += 1
+        self._uncommitted[batch.seq] = batch
+        for a in attempts:
+            if a.attempt_id is not None:
+                self._in_flight[a.attempt_id] = batch
+        return batch
+
+    async def _close_window(self) -> None:
+        """Batched finalization: wait for the window, then finalize what arrived."""
+        await asyncio.sleep(self.window)
+        while self._rebuilding is not None:
+            await asyncio.shield(self._rebuilding)
+        attempts, self._window, self._window_task = self._window, [], None
+        self._waiting.clear()
+        accepted: list[tuple[Attempt, asyncio.Future[Batch]]] = []
+        rejected = []
+        for attempt, future in self._by_priority(attempts):
+            violation = self.state.attempt(attempt.instances, attempt.roles)
+            if violation is not None:
+                rejected.append((attempt, future, violation))
+            else:
+                accepted.append((attempt, future))
+        batch = self._batch([a for a, _ in accepted]) if accepted else None
+        for attempt, future, violation in rejected:
+            replay = await self._replay(attempt)
+            if replay is not None:
+                future.set_result(replay)
+            else:
+                future.set_exception(Rejected(await self._explain(violation, attempt)))
+        if batch is None:
+            return
+        try:
+            await self._commit(batch)
+        except ServiceError as exc:
+            for _, future in accepted:
+                future.set_exception(exc)
+        else:
+            for _, future in accepted:
+                future.set_result(batch)
+
+    def _by_priority(
+        self, attempts: list[tuple[Attempt, asyncio.Future[Batch]]]
+    ) -> list[tuple[Attempt, asyncio.Future[Batch]]]:
+        """Arrival order, except that where two attempts bind one attribute in one
+        scope, the role earlier in the attribute's sayso chain goes first."""
+        claims = [
+            {(scope, attr): rank for i in a.instances for scope, attr, rank in self.state.claims(i)}
+            for a, _ in attempts
+        ]
+        order: list[int] = []
+        for i in range(len(attempts)):
+            position = len(order)
+            for j, placed in enumerate(order):
+                conflict = claims[i].keys() & claims[placed].keys()
+                if any(claims[i][c] < claims[placed][c] for c in conflict):
+                    position = j
+                    break
+            order.insert(position, i)
+        return [attempts[i] for i in order]
+
+    # Committing ---------------------------------------------------------------------
+
+    async def _commit(self, batch: Batch) -> Batch:
+        """Acknowledge ``batch`` once it is in the store.
+
+        A store that writes without waiting (memory; SQLite without fsync) writes
+        at once when nothing else is in flight; otherwise the batch waits for the
+        loop's next turn, and every batch accepted by then shares its transaction
+        (group commit). A store that must wait (fsync) writes on a worker thread,
+        in the same groups.
+        """
+        loop = asyncio.get_running_loop()
+        if self.store.inline or (
+            self.store.synchronous_append
+            and not self._pending
+            and self._writing is None
+            and self._rebuilding is None
+            and loop.time() - self._last_flush > self.QUIET
+        ):
+            self._last_flush = loop.time()
+            try:
+                self.store.append_now(self.mas, self.protocol, [batch])  # type: ignore[attr-defined]
+            except Exception as exc:
+                failed: asyncio.Future[Batch] = loop.create_future()
+                self._failed([(batch, failed)], exc)
+                self._begin_rebuild()
+                return await failed
+            self._committed(batch)
+            return batch
+        future: asyncio.Future[Batch] = loop.create_future()
+        self._pending.append((batch, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._start_flush)
+        return await future
+
+    def _start_flush(self) -> None:
+        self._flush_scheduled = False
+        if self._writing is not None or self._rebuilding is not None or not self._pending:
+            return  # whoever is running takes what is pending when done
+        if self.store.synchronous_append:
+            pending, self._pending = self._pending, []
+            self._write_now(pending)
+        else:
+            self._writing = asyncio.ensure_future(self._flush())
+
+    def _write_now(self, pending: list[tuple[Batch, asyncio.Future[Batch]]]) -> None:
+        """Write ``pending`` in one transaction, without waiting, and settle it."""
+        self._last_flush = asyncio.get_running_loop().time()
+        try:
+            self.store.append_now(self.mas, self.protocol, [b for b, _ in pending])  # type: ignore[attr-defined]
+        except Exception as exc:
+            self._failed(pending, exc)
+            self._begin_rebuild()
+            return
+        for batch, future in pending:
+            self._committed(batch)
+            if not future.done():
+                future.set_result(batch)
+
+    def _begin_rebuild(self) -> None:
+        """A commit failed: the state holds attempts that were never recorded.
+        Until it is rebuilt from the store, no attempt is checked or written."""
+        if self._rebuilding is None:
+            self._rebuilding = asyncio.ensure_future(self._rebuild())
+            self._rebuilding.add_done_callback(self._rebuilt)
+
+    def _rebuilt(self, future: asyncio.Future[None]) -> None:
+        self._rebuilding = None
+        if not future.cancelled() and future.exception() is not None:
+            log.critical(
+                "cannot rebuild %s/%s from the store: %s",
+                self.mas,
+                self.protocol.name,
+                future.exception(),
+            )
+        if self._pending:
+            self._start_flush()
+
+    def _failed(self, pending: list[tuple[Batch, asyncio.Future[Batch]]], exc: Exception) -> None:
+        log.error("commit failed for %s/%s: %s", self.mas, self.protocol.name, exc)
+        error = ServiceError(503, "store-failed", f"the attempt was not recorded: {exc}")
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(error)
+
+    async def _flush(self) -> None:
+        """Write every pending batch in one transaction, then acknowledge them."""
+        try:
+            while self._pending:
+                pending, self._pending = self._pending, []
+                try:
+                    await self.store.append(
+                        self.mas, self.protocol, [batch for batch, _ in pending]
+                    )
+                except Exception as exc:
+                    self._failed(pending, exc)
+                    self._begin_rebuild()
+                    return
+                for batch, future in pending:
+                    self._committed(batch)
+                    if not future.done():
+                        future.set_result(batch)
+        finally:
+            self._writing = None
+
+    def _committed(self, batch: Batch) -> None:
+        self.committed_seq = batch.seq
+        self._uncommitted.pop(batch.seq, None)
+        for entry in batch.entries:
+            if entry.attempt_id is not None:
+                self._in_flight.pop(entry.attempt_id, None)
+        for subscriber in self.subscribers:
+            subscriber.push(batch)
+
+    async def _rebuild(self) -> None:
+        """Fail everything not yet written, and reload the state from the store."""
+        pending, self._pending = self._pending, []
+        error = ServiceError(503, "store-failed", "an earlier attempt could not be recorded")
+        for _, future in pending:
+            if not future.done():
+                future.set_exception(error)
+        self._in_flight.clear()
+        self._uncommitted.clear()
+        await self._load_state()
+
+    async def _load_state(self) -> None:
+        self.state = SocialState(self.protocol, fingerprints=self.fingerprints)
+        self.next_seq = 1
+        for batch in await self.store.load(self.mas, self.protocol):
+            self.state.apply([e.instance for e in batch.entries])
+            self.next_seq = batch.seq + 1
+        self.committed_seq = self.next_seq - 1
+
+    # Reading ------------------------------------------------------------------------
+
+    async def replica(self, root: tuple[Any, ...]) -> SocialState:
+        """One enactment with its values (the ledger keeps digests), from the log
+        and the batches accepted but not yet committed."""
+        state = SocialState(self.protocol)
+        for batch in await self.store.by_root(self.mas, self.protocol, root):
+            if batch.seq not in self._uncommitted:
+                state.apply([e.instance for e in batch.entries])
+        roots = self.protocol.root_keys
+        for seq in sorted(self._uncommitted):
+            state.apply(
+                e.instance
+                for e in self._uncommitted[seq].entries
+                if tuple(e.instance.bindings[k] for k in roots) == root
+            )
+        return state
+
+    async def _explain(self, violation: Violation, attempt: Attempt) -> Violation:
+        """A digest cannot say what a value was: redo a 'bound' check on the values."""
+        if not self.fingerprints or violation.rule != "bound":
+            return violation
+        instance = attempt.instances[violation.index]
+        root = tuple(instance.bindings[k] for k in self.protocol.root_keys)
+        try:
+            replica = await self.replica(root)
+        except Exception:  # the plain message is still right
+            return violation
+        better = replica.check(attempt.instances, attempt.roles)
+        return better if better is not None and better.rule == violation.rule else violation
+
+    async def read(self, after: int, limit: int) -> list[Batch]:
+        """Committed batches after ``after``, at most ``limit`` of them."""
+        until = min(self.committed_seq, after + limit)
+        if until <= after:
+            return []
+        return await self.store.read(self.mas, self.protocol, after, until)
+
+    async def subscribe(self, after: int, page: int = 500) -> AsyncIterator[Batch]:
+        """Every committed batch after ``after``: first from the log, then live.
+
+        The live feed is registered before the log is read, so nothing committed
+        in between is missed; duplicates are skipped by sequence number.
+        """
+        subscriber = Subscriber(self.subscriber_backlog)
+        self.subscribers.add(subscriber)
+        try:
+            last = after
+            while last < self.committed_seq:
+                batches = await self.read(last, page)
+                if not batches:
+                    break
+                for batch in batches:
+                    yield batch
+                    last = batch.seq
+            while True:
+                batch = await subscriber.get()
+                if batch.seq <= last:
+                    continue
+                if batch.seq != last + 1:  # cannot happen, but never skip a batch
+                    for missed in await self.read(last, batch.seq - last - 1):
+                        yield missed
+                        last = missed.seq
+                yield batch
+                last = batch.seq
+        finally:
+            self.subscribers.discard(subscriber)

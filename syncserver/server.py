@@ -1,0 +1,252 @@
+"""The SyncServer core: the MASes it hosts, who may do what, and their ledgers.
+
+This is the whole server without HTTP. The Starlette app (``syncserver.app``)
+and the in-process ``peach.LocalExecutor`` both call it, so an attempt is
+authorized, checked and finalized by the same code whichever way it arrives.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from langshaw import ActionInstance, LangshawProtocol, Violation
+from syncserver.batch import Batch
+from syncserver.config import AgentConfig, Config, MASConfig
+from syncserver.errors import Rejected, ServiceError
+from syncserver.ledger import Attempt, Ledger
+from syncserver.store import Store, open_store
+
+POLICIES = ("instant", "batched")
+
+
+class SyncServer:
+    """Hosts the social state of every enactment of the configured MASes.
+
+    ``policy`` is ``"instant"`` (each attempt finalized on arrival; first come,
+    first served) or ``"batched"`` (attempts arriving within ``batch_window_ms``
+    finalized together, sayso priority first). ``store`` is a Store or a path
+    (``":memory:"`` for an ephemeral one). With ``fingerprints`` (the default with
+    a durable store) the state keeps 64-bit digests of bound values instead of
+    the values, so its memory does not grow with their size; the log keeps the
+    values.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        store: Store | str | None = None,
+        policy: str | None = None,
+        batch_window_ms: float | None = None,
+        synchronous: str = "normal",
+        subscriber_backlog: int = 10_000,
+        fingerprints: bool | None = None,
+    ) -> None:
+        self.config = config
+        self.subscriber_backlog = subscriber_backlog
+        self.policy = policy or config.policy or "instant"
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be 'instant' or 'batched', not {self.policy!r}")
+        self.batch_window_ms = batch_window_ms or config.batch_window_ms or 20.0
+        if store is None:
+            store = config.db or ":memory:"
+        self.store = open_store(store, synchronous) if isinstance(store, str) else store
+        # A memory store holds every value anyway: digests would save nothing there.
+        self.fingerprints = not self.store.inline if fingerprints is None else fingerprints
+        self.ledgers: dict[tuple[str, str], Ledger] = {}
+        self._started = False
+
+    @classmethod
+    def embedded(
+        cls,
+        protocols: Sequence[LangshawProtocol],
+        agents: Mapping[str, Sequence[str]],
+        *,
+        mas: str = "default",
+        tokens: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> SyncServer:
+        """A server for one MAS built in code: ``agents`` maps a name to its roles
+        (``"Role"`` or ``"Protocol:Role"``); tokens default to the agent names."""
+        from syncserver.config import build_config
+
+        data = {
+            "mas": {
+                mas: {
+                    "protocols": list(protocols),
+                    "agents": {
+                        name: {"roles": list(roles), "token": (tokens or {}).get(name, name)}
+                        for name, roles in agents.items()
+                    },
+                }
+            }
+        }
+        config = build_config(data, source="<embedded>")
+        return cls(config, **options)
+
+    # Life cycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self.store.open()
+        try:
+            for system in self.config.mas.values():
+                for protocol in system.protocols.values():
+                    ledger = Ledger(
+                        system.name,
+                        protocol,
+                        self.store,
+                        policy=self.policy,
+                        batch_window_ms=self.batch_window_ms,
+                        subscriber_backlog=self.subscriber_backlog,
+                        fingerprints=self.fingerprints,
+                    )
+                    await ledger.load()
+                    self.ledgers[(system.name, protocol.name)] = ledger
+        except BaseException:
+            await self.store.close()
+            raise
+        self._started = True
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for ledger in self.ledgers.values():
+            await ledger.close()
+        await self.store.close()
+
+    def close_streams(self) -> None:
+        """End every live event stream (clients reconnect and resume)."""
+        for ledger in self.ledgers.values():
+            ledger.end_subscriptions()
+
+    async def __aenter__(self) -> SyncServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # Who is asking ------------------------------------------------------------------
+
+    def system(self, mas: str) -> MASConfig:
+        system = self.config.mas.get(mas)
+        if system is None:
+            raise ServiceError(404, "unknown-mas", f"no multiagent system named {mas!r} here")
+        return system
+
+    def authenticate(self, mas: str, token: str | None) -> AgentConfig:
+        system = self.system(mas)
+        if not token:
+            raise ServiceError(
+                401, "unauthorized", "missing bearer token: send 'Authorization: Bearer <token>'"
+            )
+        name = system.tokens.get(token)
+        # The lookup finds the candidate; a constant-time comparison confirms it.
+        if name is not None and hmac.compare_digest(system.agents[name].token, token):
+            return system.agents[name]
+        raise ServiceError(401, "unauthorized", f"this token is not valid for {mas!r}")
+
+    def agent(self, mas: str, name: str) -> AgentConfig:
+        """An agent by name, for in-process callers that are trusted to say who they are."""
+        agent = self.system(mas).agents.get(name)
+        if agent is None:
+            known = ", ".join(self.system(mas).agents)
+            raise ServiceError(401, "unknown-agent", f"{mas!r} has no agent {name!r} ({known})")
+        return agent
+
+    def ledger(self, mas: str, protocol: str, agent: AgentConfig) -> Ledger:
+        system = self.system(mas)
+        ledger = self.ledgers.get((mas, protocol))
+        if ledger is None:
+            known = ", ".join(system.protocols)
+            raise ServiceError(
+                404, "unknown-protocol", f"{mas!r} hosts no protocol {protocol!r} ({known})"
+            )
+        if protocol not in agent.roles:
+            raise ServiceError(
+                403, "forbidden", f"agent {agent.name!r} plays no role in {protocol!r}"
+            )
+        return ledger
+
+    # Attempting ---------------------------------------------------------------------
+
+    async def attempt(
+        self,
+        mas: str,
+        protocol: str,
+        agent: AgentConfig,
+        instances: Sequence[ActionInstance | Mapping[str, Any]],
+        attempt_id: str | None = None,
+    ) -> Batch:
+        """Finalize an atomic list of instances performed by ``agent``.
+
+        Returns the batch that holds them once it is committed; raises Rejected
+        for a protocol violation and ServiceError for anything else.
+        """
+        if not self._started:
+            raise ServiceError(503, "not-started", "the server is not running")
+        ledger = self.ledger(mas, protocol, agent)
+        if not instances:
+            raise ServiceError(400, "bad-request", "an attempt needs at least one instance")
+        parsed = [self._instance(ledger.protocol, item, i) for i, item in enumerate(instances)]
+        roles = agent.roles[protocol]
+        for index, instance in enumerate(parsed):
+            if instance.action.actor not in roles:
+                raise Rejected(
+                    Violation(
+                        "role",
+                        f"agent {agent.name!r} may not perform {instance.action.name!r}: it is "
+                        f"{instance.action.actor}'s, and {agent.name!r} plays "
+                        f"{', '.join(sorted(roles))}",
+                        action=instance.action.name,
+                        index=index,
+                    )
+                )
+        return await ledger.attempt(Attempt(parsed, agent.name, roles, attempt_id))
+
+    @staticmethod
+    def _instance(
+        protocol: LangshawProtocol, item: ActionInstance | Mapping[str, Any], index: int
+    ) -> ActionInstance:
+        if isinstance(item, ActionInstance):
+            name, bindings = item.action.name, item.bindings
+        else:
+            name, bindings = item["action"], item["bindings"]
+        action = protocol.actions.get(name)
+        if action is None:
+            raise Rejected(
+                Violation(
+                    "unknown-action",
+                    f"{protocol.name} has no action {name!r} (actions: "
+                    f"{', '.join(protocol.actions)})",
+                    action=name,
+                    index=index,
+                )
+            )
+        if isinstance(item, ActionInstance) and item.action is action:
+            return item  # built from this very protocol (in-process): use it as it is
+        if isinstance(item, ActionInstance) and item.action.attributes != action.attributes:
+            raise ServiceError(
+                422,
+                "protocol-mismatch",
+                f"{name!r} has attributes {list(item.action.attributes)} in the agent's protocol "
+                f"but {list(action.attributes)} in the server's: they load different files",
+            )
+        return ActionInstance(action, dict(bindings))
+
+    # Reading ------------------------------------------------------------------------
+
+    async def read(
+        self, mas: str, protocol: str, agent: AgentConfig, after: int, limit: int
+    ) -> list[Batch]:
+        return await self.ledger(mas, protocol, agent).read(after, limit)
+
+    def subscribe(
+        self, mas: str, protocol: str, agent: AgentConfig, after: int
+    ) -> AsyncIterator[Batch]:
+        return self.ledger(mas, protocol, agent).subscribe(after)

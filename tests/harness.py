@@ -1,0 +1,97 @@
+"""A running MAS for tests: a SyncServer in-process or over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from langshaw import LangshawProtocol
+from peach import Executor, LocalExecutor, PeachAdapter, SyncExecutor
+from strabo import serve
+from syncserver import SyncServer, create_app
+
+
+class Harness:
+    """One MAS named 'default'; agents' tokens are '<name>-token'."""
+
+    def __init__(
+        self,
+        kind: str,
+        protocols: Sequence[LangshawProtocol],
+        agents: Mapping[str, Sequence[str]],
+        **options: Any,
+    ) -> None:
+        self.kind = kind
+        self.protocols = {p.name: p for p in protocols}
+        self.server = SyncServer.embedded(
+            protocols, agents, tokens={a: f"{a}-token" for a in agents}, **options
+        )
+        self.url: str | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self.adapters: list[PeachAdapter] = []
+        self._executors: dict[str, Executor] = {}
+
+    async def __aenter__(self) -> Harness:
+        if self.kind == "http":
+            self.url = await self._stack.enter_async_context(serve(create_app(self.server)))
+        else:
+            await self.server.start()
+            self._stack.push_async_callback(self.server.stop)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for adapter in reversed(self.adapters):
+            await adapter.stop()
+        await self._stack.aclose()
+
+    def executor(self, agent: str, fresh: bool = False) -> Executor:
+        """The agent's executor: one per agent, shared by its adapters."""
+        if fresh or agent not in self._executors:
+            if self.kind == "http":
+                assert self.url is not None
+                executor: Executor = SyncExecutor(self.url, token=f"{agent}-token")
+            else:
+                executor = LocalExecutor(self.server)
+            if fresh:
+                return executor
+            self._executors[agent] = executor
+        return self._executors[agent]
+
+    def adapter(self, agent: str, role: str, protocol: str | None = None) -> PeachAdapter:
+        chosen = self.protocols[protocol] if protocol else next(iter(self.protocols.values()))
+        adapter = PeachAdapter(agent, chosen, role, self.executor(agent))
+        self.adapters.append(adapter)
+        return adapter
+
+    def client(self, agent: str | None) -> httpx.AsyncClient:
+        assert self.url is not None, "an HTTP harness is needed"
+        headers = {"Authorization": f"Bearer {agent}-token"} if agent else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
+
+
+async def until(predicate: Any, event: asyncio.Event, seconds: float = 5.0) -> None:
+    """Wait until ``predicate()`` holds, re-checking whenever ``event`` is set."""
+
+    async def wait() -> None:
+        while not predicate():
+            event.clear()
+            if predicate():
+                return
+            await event.wait()
+
+    await asyncio.wait_for(wait(), seconds)
+
+
+@contextlib.asynccontextmanager
+async def harness(
+    kind: str,
+    protocols: Sequence[LangshawProtocol],
+    agents: Mapping[str, Sequence[str]],
+    **options: Any,
+) -> AsyncIterator[Harness]:
+    async with Harness(kind, protocols, agents, **options) as h:
+        yield h

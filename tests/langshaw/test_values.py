@@ -1,0 +1,48 @@
+"""JSON values: deep equality, and the digests the SyncServer keeps instead of values."""
+
+from __future__ import annotations
+
+import pytest
+
+from langshaw import json_equal
+from langshaw.semantics import fingerprint
+from langshaw.values import json_problem
+
+SAME = [
+    (1, 1.0),
+    ({"a": [1, 2.0], "b": {"c": None}}, {"b": {"c": None}, "a": [1.0, 2]}),
+    ("é", "é"),
+    ([], []),
+    ({"x": 1e3}, {"x": 1000}),
+]
+DIFFERENT = [
+    (True, 1),
+    (False, 0),
+    ("1", 1),
+    ([1], {"0": 1}),
+    ({"a": True}, {"a": 1}),
+    ({"t": "v1.0"}, {"t": "v1"}),
+    (1.5, 1),
+    (None, "null"),
+    ([1, 2], [2, 1]),
+]
+
+
+@pytest.mark.parametrize(("a", "b"), SAME)
+def test_equal_values_are_equal_and_share_a_digest(a: object, b: object) -> None:
+    assert json_equal(a, b) and json_equal(b, a)
+    assert fingerprint(a) == fingerprint(b)
+
+
+@pytest.mark.parametrize(("a", "b"), DIFFERENT)
+def test_different_values_differ_and_so_do_their_digests(a: object, b: object) -> None:
+    assert not json_equal(a, b) and not json_equal(b, a)
+    if not any(v is True or v is False or v is None for v in (a, b)):
+        assert fingerprint(a) != fingerprint(b)
+
+
+def test_json_problem_names_the_place() -> None:
+    assert json_problem({"a": [1, {"b": {1, 2}}]}) == "a[1].b is a set, not a JSON value"
+    assert json_problem({1: "x"}) == "object has a non-string key 1"
+    assert json_problem(float("nan")) == "value is nan, not a JSON number"
+    assert json_problem({"ok": [1, "two", None, True, 2.5]}) is None
