@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
-	$(BIN)/strabo check protocols/*.lsh
+	$(BIN)/strabo demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -9,6 +9,7 @@ encodes protocol rules itself.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -284,21 +285,25 @@ class PeachAdapter:
             self._running = False
             raise
 
-    async def stop(self) -> None:
-        """Stop receiving, and wait for running handlers (cancelled after a grace)."""
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop receiving, and wait for running handlers, cancelling those still
+        running after ``grace`` seconds."""
         if not self._running:
             return
         self._running = False
         await self.executor.leave(self)
-        await self.drain(cancel=True)
+        await self.drain(grace=grace)
         self._stopped.set()
 
-    async def drain(self, cancel: bool = False) -> None:
-        """Wait until no handler task is running."""
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait until no handler task is running (with ``grace``, cancel those still
+        running after that many seconds)."""
         while self._tasks:
             tasks = list(self._tasks)
-            if cancel:
-                _, pending = await asyncio.wait(tasks, timeout=5.0)
+            if grace is not None:
+                pending: set[asyncio.Task[Any]] = set(tasks)
+                if grace > 0:
+                    _, pending = await asyncio.wait(tasks, timeout=grace)
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
@@ -344,7 +349,10 @@ class PeachAdapter:
             for entry in batch.entries:
                 for handler in self._handlers(self._observers, entry.instance.action.name):
                     self._spawn(
-                        handler(entry.instance, entry.performer), handler, entry.instance.name
+                        handler(entry.instance, entry.performer),
+                        handler,
+                        entry.instance.name,
+                        trigger=entry.instance,
                     )
         for root in completed:
             keys = self.keys_of(root)
@@ -384,14 +392,21 @@ class PeachAdapter:
 
     def _fire_enabled(self, feasible: FeasibleAction) -> None:
         for handler in self._handlers(self._enabled_handlers, feasible.name):
-            self._spawn(handler(feasible), handler, feasible.name)
+            self._spawn(handler(feasible), handler, feasible.name, trigger=feasible)
 
     @staticmethod
     def _handlers(table: Mapping[str, list[Any]], name: str) -> list[Any]:
         return [*table.get(name, ()), *table.get(_ALL, ())]
 
-    def _spawn(self, coroutine: Awaitable[Any], handler: Any, what: str) -> None:
-        task = asyncio.ensure_future(coroutine)
+    def _handler_context(self, trigger: Any) -> contextvars.Context | None:
+        """The context a handler runs in (subclasses put what they need in it)."""
+        return None
+
+    def _spawn(
+        self, coroutine: Awaitable[Any], handler: Any, what: str, trigger: Any = None
+    ) -> None:
+        context = self._handler_context(trigger) if trigger is not None else None
+        task = asyncio.get_running_loop().create_task(coroutine, context=context)  # type: ignore[arg-type]
         self._tasks.add(task)
 
         def done(t: asyncio.Task[Any]) -> None:

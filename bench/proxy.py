@@ -1,0 +1,312 @@
+"""Proxy benchmark: UCP checkouts through Peach versus the same HTTP calls made directly.
+
+    .venv/bin/python bench/proxy.py            # 200 checkouts each way
+    .venv/bin/python bench/proxy.py --quick    # 40
+
+The bundled merchant runs in its own process. The direct client makes, for each
+checkout, the requests the Business proxy makes (POST the session, PUT the
+destination, PUT the shipping option, POST complete) with httpx and the same
+headers. The Peach pipeline runs the SimpleUCP Platform agent and the Business
+proxy of samples/ucp, with the SyncServer
+
+* in its own process, over HTTP, with the SQLite store (the distributed set-up);
+* in the agents' process, through the LocalExecutor (the embedded set-up).
+
+Checkouts run one after the other (each waits for the last to complete). The
+report gives the wall time per checkout, the ratio to the direct client, and
+where the extra time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)
+
+import httpx  # noqa: E402
+
+from bench.syncserver import process  # noqa: E402
+from langshaw import ActionInstance, LangshawProtocol  # noqa: E402
+from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
+from proxy import ProxyRequest  # noqa: E402
+from samples.ucp.business_proxy import business_proxy, shipping_steps, ucp_header_hook  # noqa: E402
+from samples.ucp.platform_agent import (  # noqa: E402
+    PROTOCOL,
+    SAMPLE_BUYER,
+    SAMPLE_FULFILLMENT_PREF,
+    SAMPLE_LINE_ITEMS,
+    SAMPLE_PAYMENT_DATA,
+)
+from syncserver import SyncServer  # noqa: E402
+
+CREATE = {
+    "line_items": SAMPLE_LINE_ITEMS,
+    "currency": "USD",
+    "buyer": SAMPLE_BUYER,
+    "payment_pref": {},
+    "discount_codes": {"codes": ["10OFF"]},
+    "fulfillment_pref": SAMPLE_FULFILLMENT_PREF,
+}
+
+
+async def merchant_process():
+    return process(
+        sys.executable, "-m", "strabo.cli", "merchant", "--port", "0", "--log-level", "warning"
+    )
+
+
+# The direct client --------------------------------------------------------------------
+
+
+class Direct:
+    """Checkouts with httpx, sending the requests the proxy would send."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = httpx.AsyncClient(timeout=10)
+
+    def headers(self, method: str, target: str, body: Any) -> dict[str, str]:
+        return ucp_header_hook(ProxyRequest("direct", method, target, body, _uuid(), 1))
+
+    async def checkout(self) -> float:
+        client, url = self.client, self.url
+        start = time.perf_counter()
+        first, *more = shipping_steps(SAMPLE_FULFILLMENT_PREF)
+        body = {
+            "line_items": SAMPLE_LINE_ITEMS,
+            "currency": "USD",
+            "buyer": SAMPLE_BUYER,
+            "payment": {},
+            "discounts": {"codes": ["10OFF"]},
+            "fulfillment": first,
+        }
+        target = f"{url}/checkout-sessions"
+        response = await client.post(target, json=body, headers=self.headers("POST", target, body))
+        session = response.json()
+        target = f"{url}/checkout-sessions/{session['id']}"
+        for step in more:
+            line_items = [
+                {
+                    "id": li["id"],
+                    "quantity": li["quantity"],
+                    "item": {k: li["item"][k] for k in ("id", "title")},
+                }
+                for li in session["line_items"]
+            ]
+            body = {
+                "id": session["id"],
+                "line_items": line_items,
+                "currency": "USD",
+                "buyer": SAMPLE_BUYER,
+                "payment": {},
+                "discounts": {"codes": ["10OFF"]},
+                "fulfillment": step,
+            }
+            response = await client.put(
+                target, json=body, headers=self.headers("PUT", target, body)
+            )
+            session = response.json()
+        body = {
+            "id": session["id"],
+            "payment_data": SAMPLE_PAYMENT_DATA,
+            "risk_signals": {"ip": "127.0.0.1"},
+        }
+        response = await client.post(
+            target + "/complete", json=body, headers=self.headers("POST", target, body)
+        )
+        assert response.status_code == 200, response.text
+        return time.perf_counter() - start
+
+
+def _uuid() -> str:
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+# The Peach pipeline ---------------------------------------------------------------------
+
+
+class Pipeline:
+    """The Platform of samples/ucp (Listing 5's handlers), creating checkouts one by
+    one, and the Business proxy of samples/ucp; with timings."""
+
+    def __init__(self, platform_executor: Any, proxy_executor: Any, merchant: str) -> None:
+        protocol = LangshawProtocol.load(PROTOCOL)
+        self.platform = PeachAdapter("platform", protocol, "Platform", platform_executor)
+        self.proxy = business_proxy(proxy_executor, merchant)
+        self.done: dict[str, asyncio.Event] = {}
+        self.http = 0.0  # seconds spent in merchant requests
+        self.attempts = 0.0  # seconds spent in attempts (both agents)
+        self.proxy.http_listeners.append(self._on_http)
+        for adapter in (self.platform, self.proxy):
+            self._time_attempts(adapter)
+
+        @self.platform.on_enabled("Complete")
+        async def complete(fa: FeasibleAction) -> None:
+            await self.platform.attempt(
+                [fa.bind(payment_data=SAMPLE_PAYMENT_DATA, risk_signals={"ip": "127.0.0.1"})]
+            )
+
+        @self.platform.on_completion
+        async def completed(keys: dict, mas_id: str) -> None:
+            self.done[keys["cid"]].set()
+
+    def _on_http(self, event: Any) -> None:
+        self.http += event.seconds
+
+    def _time_attempts(self, adapter: PeachAdapter) -> None:
+        attempt = adapter.attempt
+
+        async def timed(instances: Any) -> list[ActionInstance]:
+            start = time.perf_counter()
+            try:
+                return await attempt(instances)
+            finally:
+                self.attempts += time.perf_counter() - start
+
+        adapter.attempt = timed  # type: ignore[method-assign]
+
+    async def checkout(self) -> float:
+        start = time.perf_counter()
+        create = self.platform.initiating()[0].bind(**CREATE)
+        event = self.done[create["cid"]] = asyncio.Event()
+        await self.platform.attempt([create])
+        await event.wait()
+        return time.perf_counter() - start
+
+
+async def compare(direct: Direct, pipeline: Pipeline, n: int) -> tuple[list[float], list[float]]:
+    """``n`` checkouts each way, alternating, so that both see the same machine."""
+    direct_times, pipeline_times = [], []
+    async with pipeline.proxy, pipeline.platform:
+        for _ in range(5):  # warm up
+            await direct.checkout()
+            await pipeline.checkout()
+        pipeline.http = pipeline.attempts = 0.0
+        for _ in range(n):
+            direct_times.append(await direct.checkout())
+            pipeline_times.append(await pipeline.checkout())
+    return direct_times, pipeline_times
+
+
+async def client_cost(host: str, port: int) -> tuple[float, float]:
+    """Median round trip of one small POST with httpx and with bench/_http.py."""
+    from bench._http import Connection
+
+    body = {"instances": [{"action": "Create", "bindings": {"cid": "x", "line_items": [1, 2]}}]}
+    timings: list[list[float]] = [[], []]
+    async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+        connection = await Connection(host, port).open()
+        for i in range(1200):
+            start = time.perf_counter()
+            (await client.post("/echo", json=body)).json()
+            middle = time.perf_counter()
+            await connection.request("POST", "/echo", body)
+            if i >= 200:
+                timings[0].append(middle - start)
+                timings[1].append(time.perf_counter() - middle)
+        await connection.close()
+    return statistics.median(timings[0]), statistics.median(timings[1])
+
+
+def _config(directory: Path) -> Path:
+    path = directory / "ucp.toml"
+    path.write_text(
+        f'[mas.default]\nprotocols = ["{PROTOCOL}"]\n'
+        '[mas.default.agents.platform]\nroles = ["Platform"]\ntoken = "platform"\n'
+        '[mas.default.agents.business]\nroles = ["Business"]\ntoken = "business"\n'
+    )
+    return path
+
+
+async def main(quick: bool) -> None:
+    n = 40 if quick else 200
+    print(f"strabo proxy benchmark: {n} SimpleUCP checkouts each way, one after the other,")
+    print("the direct client and the Peach pipeline alternating\n")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        async with await merchant_process() as (host, port, _):
+            merchant = f"http://{host}:{port}"
+            direct = Direct(merchant)
+            server = SyncServer.embedded(
+                [LangshawProtocol.load(PROTOCOL)],
+                {"platform": ["Platform"], "business": ["Business"]},
+            )
+            local = LocalExecutor(server)
+            embedded = Pipeline(local, local, merchant)
+            results.append(
+                (
+                    "embedded SyncServer (LocalExecutor)",
+                    embedded,
+                    *await compare(direct, embedded, n),
+                )
+            )
+            sync_cmd = (
+                sys.executable,
+                "-m",
+                "strabo.cli",
+                "syncserver",
+                "--config",
+                str(_config(directory)),
+                "--db",
+                str(directory / "s.db"),
+                "--port",
+                "0",
+                "--log-level",
+                "warning",
+            )
+            async with process(*sync_cmd) as (shost, sport, _):
+                url = f"http://{shost}:{sport}"
+                over_http = Pipeline(
+                    SyncExecutor(url, "platform"), SyncExecutor(url, "business"), merchant
+                )
+                results.append(
+                    (
+                        "SyncServer over HTTP (SyncExecutor)",
+                        over_http,
+                        *await compare(direct, over_http, n),
+                    )
+                )
+            await direct.client.aclose()
+
+    async with process(sys.executable, str(ROOT / "bench" / "_servers.py")) as (host, port, _):
+        with_httpx, minimal = await client_cost(host, port)
+
+    for label, pipeline, direct_times, times in results:
+        d, m = statistics.median(direct_times), statistics.median(times)
+        print(f"Peach pipeline, {label}")
+        print(f"    direct httpx client  {d * 1e3:7.2f} ms per checkout (median)")
+        print(
+            f"    Peach pipeline       {m * 1e3:7.2f} ms per checkout (median)   "
+            f"ratio {m / d:4.2f}x  (target <= 1.3x)"
+        )
+        total = sum(times)
+        merchant_share, attempt_share = pipeline.http / total, pipeline.attempts / total
+        print(
+            f"    where the time goes: merchant requests {merchant_share:5.1%}, attempts "
+            f"(to finalized) {attempt_share:5.1%}, event delivery and handlers "
+            f"{1 - merchant_share - attempt_share:5.1%}\n"
+        )
+    print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
+    print(
+        f"    httpx {with_httpx * 1e3:.2f} ms, a minimal HTTP/1.1 client {minimal * 1e3:.2f} ms: "
+        "each attempt over HTTP pays the difference in client CPU"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer checkouts")
+    asyncio.run(main(parser.parse_args().quick))

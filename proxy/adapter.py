@@ -1,0 +1,479 @@
+"""ProxyAdapter: a Peach agent that speaks HTTP to a service on the protocol's behalf.
+
+It plays a role (say, UCP's Business) by forwarding what other roles do to an
+HTTP service (a UCP merchant) and turning the answers into protocol actions.
+Routes declare the mapping; for each route whose trigger another role performs,
+the proxy does the round trip by itself. Custom orchestration (one action that
+needs several calls) uses :meth:`ProxyAdapter.request` in ordinary handlers.
+
+Every request carries an idempotency key derived from the MAS, the enactment
+scope, the triggering action, the route and its rank in the handling of that
+trigger, so a retry (after a timeout, a 5xx, a lost answer, or a restart of the
+proxy, which resumes unanswered triggers) is recognized by the service and done
+only once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from langshaw import ActionInstance, LangshawProtocol
+from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
+from proxy.errors import ProxyError, ProxyHTTPError, ProxyUnreachable, RouteError
+from proxy.routes import Route, parse_route
+
+log = logging.getLogger("strabo.proxy")
+
+
+@dataclass(frozen=True)
+class ProxyRequest:
+    """A request about to be sent: what ``header_hook`` gets to build headers from."""
+
+    route: str
+    method: str
+    url: str
+    body: Any
+    idempotency_key: str
+    attempt: int  # 1 for the first try
+
+
+@dataclass(frozen=True)
+class HTTPEvent:
+    """One HTTP exchange, for listeners (never the headers)."""
+
+    route: str
+    method: str
+    path: str
+    status: int | None
+    seconds: float
+    attempt: int
+    error: str | None = None
+
+
+HeaderHook = Callable[[ProxyRequest], Mapping[str, str]]
+ErrorHandler = Callable[[ProxyError, Route, ActionInstance | None], Awaitable[Any]]
+
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class _Orchestration:
+    """The handling of one trigger: the requests it makes are numbered per route."""
+
+    def __init__(self, seed: str) -> None:
+        self.seed = seed
+        self.counts: dict[str, int] = {}
+
+    def key(self, route: str) -> str:
+        rank = self.counts.get(route, 0)
+        self.counts[route] = rank + 1
+        return _key(f"{self.seed}|{route}|{rank}")
+
+
+_current: contextvars.ContextVar[_Orchestration | None] = contextvars.ContextVar(
+    "strabo_proxy_orchestration", default=None
+)
+
+
+def _key(text: str) -> str:
+    """An idempotency key from a description: a UUID-shaped digest."""
+    return str(uuid.UUID(bytes=hashlib.sha256(text.encode()).digest()[:16]))
+
+
+class ProxyAdapter(PeachAdapter):
+    """A PeachAdapter with an HTTP client and routes (see :meth:`route`).
+
+    ``internal`` attributes never go on the wire (``cid``, a protocol key the
+    service knows nothing of). ``exclude`` names trigger actions the proxy must
+    not handle automatically (custom handlers do). ``header_hook`` builds the
+    headers of each request; what it adds is never logged nor bound.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        protocol: LangshawProtocol,
+        role: str,
+        executor: Executor,
+        *,
+        base_url: str,
+        internal: Iterable[str] = (),
+        header_hook: HeaderHook | None = None,
+        exclude: Iterable[str] = (),
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.1,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(name, protocol, role, executor)
+        self.base_url = base_url.rstrip("/")
+        self.internal = frozenset(internal)
+        self.exclude = frozenset(exclude)
+        for action in self.exclude:
+            if action not in protocol.actions:
+                raise RouteError(
+                    f"exclude names {action!r}, which is not an action of {protocol.name}"
+                )
+        unknown = self.internal - set(protocol.attributes)
+        if unknown:
+            raise RouteError(
+                f"internal names {', '.join(sorted(unknown))}, not attributes of {protocol.name}"
+            )
+        self.header_hook = header_hook
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+        self.routes: dict[str, Route] = {}
+        self._error_handlers: list[ErrorHandler] = []
+        self.http_listeners: list[Callable[[HTTPEvent], None]] = []
+
+    # Declaring ----------------------------------------------------------------------
+
+    def route(
+        self,
+        spec: str,
+        target: str,
+        request: Mapping[str, str | None] | None = None,
+        response: Mapping[str, str] | None = None,
+        *,
+        failure: str | None = None,
+        failure_response: Mapping[str, str] | None = None,
+    ) -> Route:
+        """Declare ``"Trigger->>Response"`` as ``"METHOD-/path/{param}"``.
+
+        ``request`` maps trigger attributes to JSONPaths in the body (``None``
+        keeps one off the wire); ``response`` maps response attributes to JSONPaths
+        in the answer. ``failure`` names the action to perform when the service
+        answers with an error or not at all; ``failure_response`` maps its
+        attributes into ``{"status", "code", "message"}`` (unmapped attributes get
+        that whole object). Raises RouteError at once for anything that cannot work.
+        """
+        route = parse_route(
+            spec,
+            target,
+            self.protocol,
+            self.role,
+            self.internal,
+            request=request,
+            response=response,
+            failure=failure,
+            failure_response=failure_response,
+        )
+        if route.trigger in self.routes:
+            raise RouteError(
+                f"a route for {route.trigger} is already declared: {self.routes[route.trigger]}"
+            )
+        self.routes[route.trigger] = route
+        if self._automatic(route):
+            self.observation(route.trigger)(self._auto_handler(route))
+        return route
+
+    def _automatic(self, route: Route) -> bool:
+        action = self.protocol.actions.get(route.trigger)
+        return (
+            action is not None and action.actor != self.role and route.trigger not in self.exclude
+        )
+
+    def _auto_handler(self, route: Route) -> Callable[[ActionInstance, str], Awaitable[None]]:
+        async def handle(instance: ActionInstance, performer: str) -> None:
+            await self._round_trip(route, instance)
+
+        handle.__qualname__ = f"route {route}"
+        return handle
+
+    def on_error(self, handler: ErrorHandler) -> ErrorHandler:
+        """Register ``handler(error, route, trigger)`` for failures the protocol has
+        no action for (they are logged too)."""
+        self._error_handlers.append(handler)
+        return handler
+
+    # Requesting ---------------------------------------------------------------------
+
+    async def request(
+        self, name: str, bindings: Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> Any:
+        """Send the request of the route for ``name``, built from ``bindings``; return
+        the parsed JSON answer. Raises ProxyHTTPError (status, code, message) for an
+        error answer and ProxyUnreachable when there is no answer after the retries."""
+        route = self.routes.get(name)
+        if route is None:
+            known = ", ".join(self.routes) or "none"
+            raise RouteError(f"no route for {name!r} (routes: {known})")
+        if idempotency_key is None:
+            idempotency_key = self._idempotency_key(route, bindings)
+        skip = self.internal | frozenset(self.protocol.actions)
+        body = route.body(bindings, skip)
+        path = route.url_path(bindings)
+        return await self._send(route, path, body, idempotency_key)
+
+    def _idempotency_key(self, route: Route, bindings: Mapping[str, Any]) -> str:
+        orchestration = _current.get()
+        if orchestration is not None:
+            return orchestration.key(route.name)
+        scope = {k: bindings[k] for k in self.protocol.keys if k in bindings}
+        if not scope:
+            raise RouteError(
+                f"request({route.name!r}) outside a handler needs the enactment's keys in its "
+                "bindings, or an explicit idempotency_key, to derive a stable idempotency key"
+            )
+        return _key(f"{self._seed(route.name, scope)}|{route.name}|direct")
+
+    def _seed(self, trigger: str, scope: Mapping[str, Any]) -> str:
+        keys = json.dumps(scope, sort_keys=True, separators=(",", ":"))
+        return f"{self.mas_id}|{self.protocol.name}|{keys}|{trigger}"
+
+    async def _send(self, route: Route, path: str, body: Any, idempotency_key: str) -> Any:
+        client = self._client
+        if client is None:
+            raise ProxyError(f"{self!r} is not started", route=route.name)
+        url = self.base_url + path
+        delay = self.backoff
+        last: ProxyError | None = None
+        for attempt in range(1, self.retries + 2):
+            headers = {"Idempotency-Key": idempotency_key}
+            if self.header_hook is not None:
+                info = ProxyRequest(route.name, route.method, url, body, idempotency_key, attempt)
+                headers.update(self.header_hook(info))
+            started = time.perf_counter()
+            try:
+                response = await client.request(
+                    route.method, url, json=body if body is not None else None, headers=headers
+                )
+            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                self._notify(route, path, None, started, attempt, reason)
+                last = ProxyUnreachable(
+                    f"{route.method} {url}: no answer ({reason})", route=route.name
+                )
+            else:
+                self._notify(route, path, response.status_code, started, attempt)
+                if response.status_code < 400:
+                    return _json(response)
+                error = _http_error(route, response)
+                if response.status_code not in _RETRY_STATUS:
+                    raise error
+                last = error
+                delay = max(delay, _retry_after(response))
+            if attempt <= self.retries:
+                log.info(
+                    "%s: retrying %s %s in %.2fs (%s)", self.name, route.method, path, delay, last
+                )
+                await asyncio.sleep(delay)  # retry back-off, not a race fix
+                delay *= 2
+        assert last is not None
+        raise last
+
+    def _notify(
+        self,
+        route: Route,
+        path: str,
+        status: int | None,
+        started: float,
+        attempt: int,
+        error: str | None = None,
+    ) -> None:
+        event = HTTPEvent(
+            route.name, route.method, path, status, time.perf_counter() - started, attempt, error
+        )
+        log.debug(
+            "%s: %s %s -> %s (%.1f ms)",
+            self.name,
+            route.method,
+            path,
+            status or error,
+            event.seconds * 1000,
+        )
+        for listener in self.http_listeners:
+            listener(event)
+
+    # Handling triggers --------------------------------------------------------------
+
+    async def _round_trip(self, route: Route, trigger: ActionInstance) -> None:
+        """Send the route's request for ``trigger`` and act on the answer."""
+        try:
+            answer = await self.request(route.trigger, trigger.bindings)
+        except ProxyError as error:
+            await self._failed(route, trigger, error)
+            return
+        if route.response is None or route.response not in self.protocol.actions:
+            log.info(
+                "%s: %s done; %s is not in %s, nothing to attempt",
+                self.name,
+                route,
+                route.response or "the answer",
+                self.protocol.name,
+            )
+            return
+        data = {**trigger.bindings, **route.extract(answer, route.response_map)}
+        await self._answer(route.response, data, f"{route} answered")
+
+    async def _failed(self, route: Route, trigger: ActionInstance, error: ProxyError) -> None:
+        if route.failure is not None:
+            # Mapped attributes take their JSONPath into {status, code, message}; the
+            # others take the field of their name, or else that whole object.
+            summary = error.summary()
+            found = route.extract(summary, route.failure_map)
+            data = dict(trigger.bindings)
+            for attribute in self.protocol.actions[route.failure].attributes:
+                if attribute in route.failure_map:
+                    data[attribute] = found.get(attribute)
+                elif attribute not in data:
+                    data[attribute] = found.get(attribute, summary)
+            await self._answer(route.failure, data, f"{route} failed ({error.message})")
+            return
+        await self.report(error, route, trigger)
+
+    async def report(self, error: ProxyError, route: Route, trigger: ActionInstance | None) -> None:
+        """A failure the protocol cannot express: log it and tell the error handlers."""
+        log.error(
+            "%s: %s failed and %s has no action to say so: %s",
+            self.name,
+            route,
+            self.protocol.name,
+            error.message,
+        )
+        for handler in self._error_handlers:
+            try:
+                await handler(error, route, trigger)
+            except Exception:
+                log.exception("%s: error handler %s failed", self.name, handler)
+
+    async def _answer(self, action: str, data: Mapping[str, Any], why: str) -> None:
+        try:
+            instance = self.build_action(action, data)
+            await self.attempt([instance])
+        except BindError as exc:
+            log.warning("%s: %s, but %s cannot be performed: %s", self.name, why, action, exc)
+        except ActionRejected as exc:
+            log.warning("%s: %s, but %s was rejected: %s", self.name, why, action, exc)
+
+    def build_action(
+        self, name: str, bindings: Mapping[str, Any], *, default: Any = None
+    ) -> ActionInstance:
+        """PeachAdapter.build_action, binding what the data lacks to null (the
+        convention for optional information in SimpleUCP)."""
+        return super().build_action(name, bindings, default=default)
+
+    # Contexts, start, resumption ----------------------------------------------------
+
+    def _handler_context(self, trigger: Any) -> contextvars.Context | None:
+        if isinstance(trigger, ActionInstance):
+            seed = self._seed(trigger.name, trigger.keys)
+        elif isinstance(trigger, FeasibleAction):
+            seed = self._seed(f"enabled:{trigger.name}", trigger.keys)
+        else:
+            return None
+        context = contextvars.copy_context()
+        context.run(_current.set, _Orchestration(seed))
+        return context
+
+    async def start(self) -> None:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout, transport=self._transport)
+        try:
+            await super().start()
+        except BaseException:
+            await self._close_client()
+            raise
+
+    async def stop(self, grace: float = 5.0) -> None:
+        await super().stop(grace)
+        await self._close_client()
+
+    async def _close_client(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _go_live(self) -> None:
+        super()._go_live()
+        self._resume()
+
+    def _resume(self) -> None:
+        """Handle again every trigger still waiting for its answer (after a restart,
+        or triggers that came before the proxy started). Their idempotency keys are
+        the ones of the first handling, so the service does nothing twice."""
+        answers = {
+            r.response: r for r in self.routes.values() if r.response in self.protocol.actions
+        }
+        if not answers:
+            return
+        for root in self.state.roots():
+            for feasible in self._enabled_in(root):
+                route = answers.get(feasible.name)
+                if route is None:
+                    continue
+                trigger = self._pending_trigger(route, feasible, root)
+                if trigger is None:
+                    continue
+                instance, performer = trigger
+                log.info("%s: resuming %s for %s", self.name, route, instance.keys)
+                for handler in self._handlers(self._observers, route.trigger):
+                    self._spawn(
+                        handler(instance, performer), handler, route.trigger, trigger=instance
+                    )
+
+    def _pending_trigger(
+        self, route: Route, feasible: FeasibleAction, root: tuple[Any, ...]
+    ) -> tuple[ActionInstance, str] | None:
+        keys = feasible.keys
+        for _, instance, performer in reversed(self.history(root)):
+            if instance.name == route.trigger and all(
+                keys.get(k, v) == v for k, v in instance.keys.items()
+            ):
+                return instance, performer
+        return None
+
+
+def _json(response: httpx.Response) -> Any:
+    if not response.content:
+        return {}
+    try:
+        return response.json()
+    except ValueError:
+        return {"text": response.text}
+
+
+def _http_error(route: Route, response: httpx.Response) -> ProxyHTTPError:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    code = None
+    message = response.reason_phrase or "error"
+    if isinstance(body, dict):
+        code = body.get("code") if isinstance(body.get("code"), str) else None
+        detail = body.get("detail", body.get("message"))
+        if isinstance(detail, str):
+            message = detail
+        elif isinstance(detail, list) and detail:  # FastAPI validation errors
+            parts = []
+            for item in detail[:3]:
+                if isinstance(item, dict):
+                    where = ".".join(str(x) for x in item.get("loc", ()))
+                    parts.append(f"{where}: {item.get('msg', '')}".strip(": "))
+            message = "; ".join(parts) or message
+            code = code or "validation"
+    elif isinstance(body, str) and body.strip():
+        message = body.strip()[:200]
+    return ProxyHTTPError(response.status_code, message, code=code, body=body, route=route.name)
+
+
+def _retry_after(response: httpx.Response) -> float:
+    value = response.headers.get("retry-after", "")
+    try:
+        return min(float(value), 10.0)
+    except ValueError:
+        return 0.0

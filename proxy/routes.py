@@ -1,0 +1,214 @@
+"""Routes: a Langshaw round trip mapped onto one HTTP call.
+
+``route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete",
+request={...}, response={...})`` says: when ``Complete`` happens, send this
+request built from its bindings; the answer gives the bindings of ``Completed``.
+Mappings are identity by default (an attribute is the top-level JSON field of
+the same name) and JSONPath where names or places differ. Everything about a
+route that can be checked is checked when it is declared.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonpath_ng import JSONPath
+from jsonpath_ng.exceptions import JsonPathParserError
+from jsonpath_ng.ext import parse as parse_jsonpath
+
+from langshaw import LangshawProtocol
+from proxy.errors import RouteError
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:->>\s*([A-Za-z_][A-Za-z0-9_]*))?\s*$")
+_TARGET = re.compile(r"^\s*([A-Za-z]+)\s*[-\s]\s*(/\S*)\s*$")
+
+
+def _compile(path: str, where: str) -> JSONPath:
+    if not isinstance(path, str) or not path.startswith("$"):
+        raise RouteError(f"{where}: {path!r} is not a JSONPath (it must start with '$')")
+    try:
+        return parse_jsonpath(path)
+    except (JsonPathParserError, Exception) as exc:  # jsonpath-ng raises several kinds
+        raise RouteError(f"{where}: {path!r} is not a valid JSONPath: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Route:
+    """One declared round trip. ``trigger`` and ``response`` are action names;
+    either may be outside the protocol (then the route is used only through
+    ``ProxyAdapter.request``, or its answer is only logged)."""
+
+    trigger: str
+    response: str | None
+    method: str
+    path: str
+    request_map: Mapping[str, JSONPath | None] = field(default_factory=dict)
+    response_map: Mapping[str, JSONPath] = field(default_factory=dict)
+    failure: str | None = None
+    failure_map: Mapping[str, JSONPath] = field(default_factory=dict)
+    params: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.trigger
+
+    def __str__(self) -> str:
+        arrow = f"->>{self.response}" if self.response else ""
+        return f"{self.trigger}{arrow} {self.method} {self.path}"
+
+    # Building the request ---------------------------------------------------------
+
+    def url_path(self, bindings: Mapping[str, Any]) -> str:
+        """The path with its parameters filled from ``bindings``."""
+
+        def fill(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in bindings or bindings[name] is None:
+                raise RouteError(f"{self}: no value for path parameter {{{name}}}")
+            from urllib.parse import quote
+
+            return quote(str(bindings[name]), safe="")
+
+        return _PARAM.sub(fill, self.path)
+
+    def body(self, bindings: Mapping[str, Any], skip: frozenset[str]) -> dict[str, Any] | None:
+        """The JSON body: each binding (but those in ``skip``) at its mapped place;
+        null bindings are left out. None for a GET or DELETE."""
+        if self.method in ("GET", "DELETE"):
+            return None
+        body: dict[str, Any] = {}
+        for attribute, value in bindings.items():
+            if attribute in skip or value is None:
+                continue
+            if attribute in self.request_map:
+                path = self.request_map[attribute]
+                if path is None:
+                    continue  # mapped to nothing: kept off the wire
+                path.update_or_create(body, value)
+            else:
+                body[attribute] = value
+        return body
+
+    # Reading the answer -----------------------------------------------------------
+
+    def extract(self, answer: Any, mapping: Mapping[str, JSONPath]) -> dict[str, Any]:
+        """The bindings an answer gives: mapped attributes through their JSONPath,
+        every other top-level field by its name."""
+        found: dict[str, Any] = dict(answer) if isinstance(answer, Mapping) else {}
+        for attribute, path in mapping.items():
+            matches = path.find(answer)
+            if matches:
+                found[attribute] = matches[0].value
+            else:
+                found.pop(attribute, None)
+        return found
+
+
+def parse_route(
+    spec: str,
+    target: str,
+    protocol: LangshawProtocol,
+    role: str,
+    internal: frozenset[str],
+    request: Mapping[str, str | None] | None = None,
+    response: Mapping[str, str] | None = None,
+    failure: str | None = None,
+    failure_response: Mapping[str, str] | None = None,
+) -> Route:
+    """Check a route declaration against the protocol and compile it."""
+    where = f"route({spec!r}, {target!r})"
+    match = _SPEC.match(spec) if isinstance(spec, str) else None
+    if not match:
+        raise RouteError(f"{where}: the first argument must be 'Trigger->>Response' or 'Trigger'")
+    trigger, answer = match.group(1), match.group(2)
+    found = _TARGET.match(target) if isinstance(target, str) else None
+    if not found:
+        raise RouteError(
+            f"{where}: the second argument must be 'METHOD-/path', e.g. 'POST-/orders'"
+        )
+    method, path = found.group(1).upper(), found.group(2)
+    if method not in METHODS:
+        raise RouteError(f"{where}: unknown HTTP method {found.group(1)!r} ({', '.join(METHODS)})")
+    params = tuple(_PARAM.findall(path))
+    if "{" in _PARAM.sub("", path) or "}" in _PARAM.sub("", path):
+        raise RouteError(f"{where}: malformed path parameter in {path!r}")
+    actions = protocol.actions
+    if trigger in actions:
+        attributes = set(actions[trigger].attributes)
+        for param in params:
+            if param not in attributes:
+                raise RouteError(
+                    f"{where}: path parameter {{{param}}} is not an attribute of {trigger} "
+                    f"({', '.join(actions[trigger].attributes)})"
+                )
+        if actions[trigger].actor == role and answer is not None and answer not in actions:
+            pass  # our own action answered by something else: nothing to check
+    for param in params:
+        if param in internal:
+            raise RouteError(
+                f"{where}: path parameter {{{param}}} is internal: it never goes on the wire"
+            )
+    request_map = _mapping(request, where, "request", trigger, protocol, internal, allow_none=True)
+    response_map = _mapping(response, where, "response", answer, protocol, internal)
+    if failure is not None:
+        if failure not in actions:
+            raise RouteError(f"{where}: failure action {failure!r} is not in {protocol.name}")
+        if actions[failure].actor != role:
+            raise RouteError(
+                f"{where}: failure action {failure} is performed by {actions[failure].actor}, "
+                f"not by the proxy's role {role}"
+            )
+    failure_map = _mapping(failure_response, where, "failure_response", failure, protocol, internal)
+    if answer is not None and answer in actions and actions[answer].actor != role:
+        raise RouteError(
+            f"{where}: {answer} is performed by {actions[answer].actor}, not by the proxy's "
+            f"role {role}: the proxy cannot answer with it"
+        )
+    return Route(
+        trigger=trigger,
+        response=answer,
+        method=method,
+        path=path,
+        request_map=request_map,
+        response_map=response_map,  # type: ignore[arg-type]
+        failure=failure,
+        failure_map=failure_map,  # type: ignore[arg-type]
+        params=params,
+    )
+
+
+def _mapping(
+    given: Mapping[str, str | None] | None,
+    where: str,
+    kind: str,
+    action: str | None,
+    protocol: LangshawProtocol,
+    internal: frozenset[str],
+    allow_none: bool = False,
+) -> dict[str, JSONPath | None]:
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise RouteError(f"{where}: {kind}= must map attribute names to JSONPaths")
+    compiled: dict[str, JSONPath | None] = {}
+    known = protocol.actions[action].attributes if action in protocol.actions else None
+    for attribute, path in given.items():
+        if attribute in internal:
+            raise RouteError(
+                f"{where}: {kind}= maps {attribute!r}, which is internal and never goes on the wire"
+            )
+        if known is not None and attribute not in known:
+            raise RouteError(
+                f"{where}: {kind}= maps {attribute!r}, which is not an attribute of {action} "
+                f"({', '.join(known)})"
+            )
+        if path is None and allow_none:
+            compiled[attribute] = None
+            continue
+        compiled[attribute] = _compile(path, f"{where}: {kind}[{attribute!r}]")  # type: ignore[arg-type]
+    return compiled

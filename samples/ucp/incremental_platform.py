@@ -1,0 +1,58 @@
+"""The UCP Platform agent for IncrementalUCP: each change is its own version.
+
+UCP assumes a session changes one request at a time; here each change opens a
+new version (a fresh ``v``) and the next one waits for the Business to
+acknowledge the last: discounts, then shipping, then completion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from langshaw import LangshawProtocol
+from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
+from samples.ucp.platform_agent import (
+    SAMPLE_BUYER,
+    SAMPLE_FULFILLMENT_PREF,
+    SAMPLE_LINE_ITEMS,
+    SAMPLE_PAYMENT_DATA,
+)
+
+PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "incremental-ucp.lsh"
+
+
+def incremental_platform(
+    executor: Executor, name: str = "platform"
+) -> tuple[PeachAdapter, asyncio.Event]:
+    protocol = LangshawProtocol.load(PROTOCOL)
+    adapter = PeachAdapter(name, protocol, "Platform", executor)
+    done = asyncio.Event()
+
+    async def then(action: str, eid: str, **bindings: object) -> None:
+        # Only the root key: a new version (fresh v) is opened for the change.
+        await adapter.attempt([adapter.build_action(action, {"eid": eid, **bindings})])
+
+    @adapter.on_completion
+    async def on_done(keys: dict, mas_id: str) -> None:
+        done.set()
+
+    @adapter.on_enabled("Create")
+    async def on_create_enabled(fa: FeasibleAction) -> None:
+        await adapter.attempt([fa.bind(
+            line_items=SAMPLE_LINE_ITEMS, currency="USD", buyer=SAMPLE_BUYER, payment={})])
+
+    @adapter.observation("Created")
+    async def on_created(action: ActionInstance, performer: str) -> None:
+        await then("ApplyDiscounts", action["eid"], discount_codes={"codes": ["10OFF"]})
+
+    @adapter.observation("DiscountsApplied")
+    async def on_discounted(action: ActionInstance, performer: str) -> None:
+        await then("SetFulfillment", action["eid"], fulfillment_pref=SAMPLE_FULFILLMENT_PREF)
+
+    @adapter.observation("FulfillmentSet")
+    async def on_shipping_set(action: ActionInstance, performer: str) -> None:
+        await then("Complete", action["eid"], payment_data=SAMPLE_PAYMENT_DATA,
+                   risk_signals={"ip": "127.0.0.1"})
+
+    return adapter, done

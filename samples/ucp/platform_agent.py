@@ -1,0 +1,68 @@
+"""The UCP Platform agent: a shopper checking out through SimpleUCP (Listings 4-5).
+
+It knows nothing of HTTP or UCP sessions: it creates a checkout, completes it
+when the protocol enables that, and stops when the checkout is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from langshaw import LangshawProtocol
+from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
+
+log = logging.getLogger("strabo.samples.platform")
+PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "atomic-ucp.lsh"
+SAMPLE_LINE_ITEMS = [
+    {"item": {"id": "bouquet_roses", "title": "Bouquet of Red Roses"}, "quantity": 1}
+]
+SAMPLE_BUYER = {"full_name": "John Doe", "email": "john.doe@example.com"}
+SAMPLE_FULFILLMENT_PREF = {
+    "methods": [
+        {
+            "type": "shipping",
+            "selected_destination_id": "addr_1",
+            "groups": [{"selected_option_id": "std-ship"}],
+        }
+    ]
+}
+SAMPLE_PAYMENT_DATA = {
+    "id": "instr_1",
+    "handler_id": "mock_payment_handler",
+    "type": "card",
+    "brand": "Visa",
+    "last_digits": "1234",
+    "credential": {"type": "token", "token": "success_token"},
+}
+
+
+def platform_agent(
+    executor: Executor, name: str = "platform"
+) -> tuple[PeachAdapter, asyncio.Event]:
+    protocol = LangshawProtocol.load(PROTOCOL)
+    adapter = PeachAdapter(name, protocol, "Platform", executor)
+    done = asyncio.Event()
+
+    @adapter.on_completion
+    async def on_done(keys: dict, mas_id: str) -> None:
+        done.set()
+
+    @adapter.observation("Created", "Failed", "Completed")
+    async def on_observation(action: ActionInstance, performer: str) -> None:
+        log.info("Observed %s by %s", action.action.name, performer)
+
+    @adapter.on_enabled("Create")
+    async def on_create_enabled(fa: FeasibleAction) -> None:
+        await adapter.attempt([fa.bind(
+            line_items=SAMPLE_LINE_ITEMS, currency="USD", buyer=SAMPLE_BUYER,
+            payment_pref={}, discount_codes={"codes": ["10OFF"]},
+            fulfillment_pref=SAMPLE_FULFILLMENT_PREF)])
+
+    @adapter.on_enabled("Complete")
+    async def on_complete_enabled(fa: FeasibleAction) -> None:
+        await adapter.attempt([fa.bind(
+            payment_data=SAMPLE_PAYMENT_DATA, risk_signals={"ip": "127.0.0.1"})])
+
+    return adapter, done
