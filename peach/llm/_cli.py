@@ -1,0 +1,302 @@
+"""``strabo agent``: run an LLM agent on one or more Langshaw roles, from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+Run an LLM agent that enacts Langshaw protocols toward a goal in plain words.
+
+Give each role it plays as a pair, in order: --protocol FILE --role ROLE (repeat
+the pair for several roles, in one protocol or several). The protocols decide
+what the agent may do; the model (Claude, through the Anthropic API) only
+chooses among the enabled actions and binds their attributes. Every attempt is
+checked against the protocol, so a model mistake is refused, never enacted.
+
+Where the social state lives:
+  --syncserver URL --token T   join a running SyncServer (see strabo syncserver);
+                               --name must be the agent the token belongs to
+  --embedded                   serve a SyncServer in this process and print its
+                               URL and the tokens of the other agents (--peer)
+                               so that they can join
+
+The agent decides when something calls for it (the start, an action newly
+enabled, an action it waits for, an --event) and stops when every enactment it
+is in is complete, when the model says the goal is reached, or when a budget
+(--max-calls, --max-seconds, --max-tokens) runs out. Exit status: 0 when the
+goal was reached, 1 when the run stopped otherwise, 2 for a usage error.
+
+The API key comes from ANTHROPIC_API_KEY; --base-url (or ANTHROPIC_BASE_URL)
+points at another endpoint. docs/llm-agents.md explains prompts, tools, hooks
+and transcripts.
+
+Example (the Purchase sample's sellers and shipper join the embedded server):
+  strabo agent --protocol protocols/purchase.lsh --role Buyer --embedded \\
+      --port 8300 --mas purchase --goal "Buy a pen for at most 10; pick the \\
+      cheapest quote; deliver to 1 Main St."
+  python -m samples.purchase.seller      # in another shell, and the shipper
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    roles = parser.add_argument_group("roles and goal")
+    roles.add_argument(
+        "--protocol", action="append", metavar="FILE", default=[],
+        help="a Langshaw protocol file (repeat, paired with --role)",
+    )
+    roles.add_argument(
+        "--role", action="append", metavar="ROLE", default=[],
+        help="the role the agent plays in the protocol given at the same position",
+    )
+    goal = roles.add_mutually_exclusive_group()
+    goal.add_argument("--goal", metavar="TEXT", help="the agent's goal, in plain words")
+    goal.add_argument("--goal-file", metavar="FILE", help="read the goal from a file")
+    roles.add_argument(
+        "--name", metavar="NAME",
+        help="the agent's name (default: the first role, in lower case); with "
+        "--syncserver, the agent the token authenticates",
+    )
+    roles.add_argument(
+        "--event", action="append", metavar="TEXT", default=[],
+        help="an external event (a request from the user) pending at the start; repeatable",
+    )
+    roles.add_argument(
+        "--secret", action="append", metavar="ATTRIBUTE", default=[],
+        help="an attribute whose values are never shown to the model or logged; repeatable",
+    )
+
+    where = parser.add_argument_group("social state (one of)")
+    where.add_argument("--syncserver", metavar="URL", help="a running SyncServer")
+    where.add_argument("--token", metavar="T", help="this agent's bearer token (with --syncserver)")
+    where.add_argument(
+        "--embedded", action="store_true", help="serve a SyncServer in this process"
+    )
+    where.add_argument(
+        "--mas", default="default", help="the MAS to join or serve (default: default)"
+    )
+    where.add_argument(
+        "--port", type=int, default=0,
+        help="with --embedded: the port to serve on (default: a free one)",
+    )
+    where.add_argument(
+        "--peer", action="append", metavar="NAME=ROLE", default=[],
+        help="with --embedded: another agent of the MAS (token NAME-secret); ROLE may be "
+        "Protocol:Role. Default: one agent per role the LLM agent does not play, named "
+        "after the role in lower case",
+    )
+
+    model = parser.add_argument_group("model and budget")
+    model.add_argument("--model", metavar="M", help="the Claude model (default claude-sonnet-4-6)")
+    model.add_argument("--base-url", metavar="URL", help="another Messages API endpoint")
+    model.add_argument("--max-calls", type=int, default=50, metavar="N",
+                       help="stop after N LLM calls (default 50)")
+    model.add_argument("--max-seconds", type=float, default=600.0, metavar="S",
+                       help="stop after S seconds (default 600)")
+    model.add_argument("--max-tokens", type=int, default=500_000, metavar="N",
+                       help="stop after N tokens, in and out (default 500000)")
+    model.add_argument("--transcript", metavar="FILE",
+                       help="save every prompt, tool call and result as JSON")
+    model.add_argument("-v", "--verbose", action="store_true",
+                       help="log each decision and action as it happens")
+
+
+class UsageError(Exception):
+    """A command line that cannot run; the message says how to fix it."""
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(name)s: %(message)s",
+    )
+    if not args.verbose:
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        return asyncio.run(run_agent(args))
+    except UsageError as exc:
+        print(f"strabo agent: {exc}", file=sys.stderr)
+        return 2
+
+
+async def run_agent(
+    args: argparse.Namespace,
+    on_ready: Callable[[str], Awaitable[Any] | None] | None = None,
+    client: Any = None,
+) -> int:
+    """The command's body, for ``asyncio.run`` or a test's event loop. ``on_ready``
+    gets the SyncServer's URL once the agent's adapters can start."""
+    import asyncio
+    import contextlib
+    import inspect
+    import os
+    import signal
+
+    from peach import ExecutorError, LocalExecutor, PeachAdapter, SyncExecutor
+    from peach.llm import DEFAULT_MODEL, Budget, LLMAgent, LLMError
+
+    pairs = _roles(args)
+    goal = _goal(args)
+    name = args.name or pairs[0][1].lower()
+    if client is None and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise UsageError(
+            "no Anthropic API key: set ANTHROPIC_API_KEY to the key the agent should use "
+            "(https://console.anthropic.com/settings/keys)"
+        )
+    if bool(args.syncserver) == bool(args.embedded):
+        raise UsageError("say where the social state lives: --syncserver URL --token T, "
+                         "or --embedded")
+    if args.syncserver and not args.token:
+        raise UsageError("--syncserver needs --token (this agent's bearer token)")
+    if args.embedded and args.token:
+        raise UsageError("--token goes with --syncserver; an embedded server makes its own")
+    budget = Budget(args.max_calls, args.max_seconds, args.max_tokens)
+
+    async with contextlib.AsyncExitStack() as stack:
+        if args.embedded:
+            from strabo import serve
+            from syncserver import SyncServer, create_app
+
+            protocols = list({id(p): p for p, _ in pairs}.values())
+            agents = _agents(name, pairs, args.peer)
+            server = SyncServer.embedded(
+                protocols, agents, mas=args.mas,
+                tokens={a: f"{a}-secret" for a in agents if a != name},
+            )
+            url = await stack.enter_async_context(serve(create_app(server), port=args.port or None))
+            stack.callback(server.close_streams)  # at exit, let peers' streams end at once
+            executor: Any = LocalExecutor(server, mas=args.mas)
+            print(f"strabo agent: SyncServer at {url}, MAS {args.mas!r}", flush=True)
+            for peer, roles in agents.items():
+                if peer != name:
+                    print(f"  peer {peer} ({', '.join(roles)}): token {peer}-secret", flush=True)
+        else:
+            url = args.syncserver
+            executor = SyncExecutor(url, token=args.token, mas=args.mas)
+        adapters = [PeachAdapter(name, p, role, executor) for p, role in pairs]
+        agent = LLMAgent(
+            adapters, goal, client=client, model=args.model or DEFAULT_MODEL, budget=budget,
+            base_url=args.base_url, transcript=args.transcript, secrets=args.secret,
+            name=name,
+        )
+        for adapter in adapters:
+            adapter.listeners.append(_printer(name))
+        for text in args.event:
+            await agent.inject(text)
+        if on_ready is not None:
+            ready = on_ready(url)
+            if inspect.isawaitable(ready):
+                await ready
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, agent.stop, "interrupted")
+        try:
+            report = await agent.run()
+        except LLMError as exc:
+            raise UsageError(str(exc)) from None
+        except ExecutorError as exc:
+            named = "named" in str(exc)
+            hint = " (give --name: the agent the token authenticates)" if named else ""
+            print(f"strabo agent: {exc}{hint}", file=sys.stderr)
+            return 1
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(sig)
+    print(f"strabo agent: {report}")
+    for decision in report.decisions:
+        calls = ", ".join(c["tool"] for c in decision.tool_calls) or "-"
+        print(f"  #{decision.number} {decision.kind:<8} {calls}")
+    if args.transcript:
+        print(f"  transcript: {args.transcript}")
+    return 0 if report.ok else 1
+
+
+def _roles(args: argparse.Namespace) -> list[tuple[Any, str]]:
+    from langshaw import LangshawError, LangshawProtocol
+
+    if not args.protocol or not args.role:
+        raise UsageError("give at least one --protocol FILE --role ROLE pair")
+    if len(args.protocol) != len(args.role):
+        raise UsageError(
+            f"{len(args.protocol)} --protocol but {len(args.role)} --role: give them in pairs, "
+            "the role after its protocol"
+        )
+    loaded: dict[str, Any] = {}
+    pairs = []
+    for path, role in zip(args.protocol, args.role, strict=True):
+        if path not in loaded:
+            if not Path(path).is_file():
+                raise UsageError(f"cannot read {path}: no such file")
+            try:
+                loaded[path] = LangshawProtocol.load(path)
+            except OSError as exc:
+                raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+            except LangshawError as exc:
+                raise UsageError(f"{path} is not a valid protocol:\n{exc}") from None
+        protocol = loaded[path]
+        if role not in protocol.roles:
+            raise UsageError(
+                f"{protocol.name} ({path}) has no role {role!r} (roles: "
+                f"{', '.join(protocol.roles)})"
+            )
+        pairs.append((protocol, role))
+    names = [p.name for p in loaded.values()]
+    if len(set(names)) != len(names):
+        raise UsageError(f"two files define the same protocol name: {sorted(names)}")
+    return pairs
+
+
+def _goal(args: argparse.Namespace) -> str:
+    if args.goal_file:
+        try:
+            goal = Path(args.goal_file).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.goal_file}: {exc.strerror or exc}") from None
+    else:
+        goal = args.goal or ""
+    if not goal.strip():
+        raise UsageError("give the agent a goal: --goal TEXT or --goal-file FILE")
+    return goal
+
+
+def _agents(name: str, pairs: list[tuple[Any, str]], peers: list[str]) -> dict[str, list[str]]:
+    several = len({p.name for p, _ in pairs}) > 1
+    agents: dict[str, list[str]] = {
+        name: [f"{p.name}:{r}" if several else r for p, r in pairs]
+    }
+    if peers:
+        for peer in peers:
+            peer_name, sep, role = peer.partition("=")
+            if not sep or not peer_name or not role:
+                raise UsageError(f"--peer {peer!r}: write NAME=ROLE (or NAME=Protocol:Role)")
+            if peer_name == name:
+                raise UsageError(f"--peer {peer_name!r} is the LLM agent's own name")
+            agents.setdefault(peer_name, []).append(role)
+        return agents
+    mine = {(p.name, r) for p, r in pairs}
+    for protocol, _ in pairs:
+        for role in protocol.roles:
+            if (protocol.name, role) not in mine:
+                peer = role.lower()
+                entry = f"{protocol.name}:{role}" if several else role
+                if entry not in agents.setdefault(peer, []):
+                    agents[peer].append(entry)
+    return agents
+
+
+def _printer(name: str) -> Callable[[Any, list[tuple]], None]:
+    def show(batch: Any, newly: list[tuple]) -> None:
+        for entry in batch.entries:
+            who = "you" if entry.performer == name else entry.performer
+            keys = " ".join(f"{k}={v}" for k, v in entry.instance.keys.items())
+            print(f"  #{batch.seq:<4} {entry.instance.name:<22} by {who:<10} {keys}", flush=True)
+
+    return show

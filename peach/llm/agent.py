@@ -1,0 +1,666 @@
+"""LLMAgent: an agent whose decisions a language model makes, within the protocols.
+
+The adapters enforce the protocols; the model only chooses among the enabled
+actions and binds their attributes, through native tool use. Decisions are
+taken one at a time, each with a fresh prompt, when something calls for one:
+the start, an action newly enabled, an awaited action, an external event.
+Events arriving during a decision are folded into the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from peach.adapter import PeachAdapter
+from peach.errors import ActionRejected, BindError, ExecutorError
+from peach.feasible import FeasibleAction
+from peach.llm.prompting import (
+    BUILTIN_TOOLS,
+    DISMISS_TOOL,
+    Event,
+    Offer,
+    Redactor,
+    compact,
+    describe_instance,
+    system_prompt,
+    tool_names,
+    user_prompt,
+)
+from peach.llm.report import AgentReport, DecisionRecord, LLMError
+from peach.llm.tools import Budget, Hooks, Tool
+
+log = logging.getLogger("strabo.llm")
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+Fallback = Callable[["LLMAgent", str], Awaitable[Any]]
+
+
+class _Stop(Exception):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class LLMAgent:
+    """One agent, one goal, any number of adapters (roles in one or more protocols).
+
+    ``client`` is an ``anthropic.AsyncAnthropic`` (made from ``ANTHROPIC_API_KEY``
+    and ``base_url`` when not given). ``tools`` are local :class:`Tool` s;
+    ``hooks`` a :class:`Hooks`; ``fallback`` a coroutine ``fallback(agent, reason)``
+    used when the model cannot be (it may call :meth:`perform`); ``budget`` bounds
+    the run. ``secrets`` names attributes whose values the model never sees.
+    """
+
+    def __init__(
+        self,
+        adapters: Sequence[PeachAdapter],
+        goal: str,
+        client: Any = None,
+        model: str = DEFAULT_MODEL,
+        tools: Iterable[Tool] = (),
+        hooks: Hooks | None = None,
+        fallback: Fallback | None = None,
+        budget: Budget | None = None,
+        *,
+        name: str | None = None,
+        secrets: Iterable[str] = (),
+        base_url: str | None = None,
+        confirm_done: bool = True,
+        max_retries: int = 2,
+        max_rounds: int = 6,
+        max_tokens: int = 1024,
+        timeout: float = 60.0,
+        transcript: str | Path | None = None,
+        prompt_limit: int = 12_000,
+    ) -> None:
+        self.adapters = list(adapters)
+        if not self.adapters:
+            raise ValueError("an LLMAgent needs at least one adapter")
+        if not goal or not goal.strip():
+            raise ValueError("an LLMAgent needs a goal")
+        self.goal = goal
+        self.name = name or self.adapters[0].name
+        self.model = model
+        self.client = client
+        self.base_url = base_url
+        self.tools = {t.name: t for t in tools}
+        reserved = {t["name"] for t in BUILTIN_TOOLS} | {DISMISS_TOOL["name"]}
+        clash = reserved & set(self.tools)
+        if clash:
+            raise ValueError(f"local tool names {sorted(clash)} are reserved")
+        self.hooks = hooks or Hooks()
+        known = {a for adapter in self.adapters for a in adapter.protocol.actions}
+        unknown = self.hooks.actions - known
+        if unknown:
+            raise ValueError(f"hooks name actions no protocol of this agent has: {sorted(unknown)}")
+        self.fallback = fallback
+        self.budget = budget or Budget()
+        self.confirm_done = confirm_done
+        self.max_retries = max_retries
+        self.max_rounds = max_rounds
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.transcript_path = Path(transcript) if transcript else None
+        self.prompt_limit = prompt_limit
+        provided = {a for action in self.hooks.actions for a in self.hooks.provided(action)}
+        self.redactor = Redactor({*secrets, *provided})
+        self._system = system_prompt(self.name, goal, self.adapters, list(self.tools.values()))
+        self._several = len({a.protocol.name for a in self.adapters}) > 1
+        self._names = {a.name for a in self.adapters}
+        self._events: list[Event] = []
+        self._event_count = 0
+        self._notes: dict[str, Any] = {}
+        self._outcomes: list[str] = []
+        self._waiting_for: set[str] = set()
+        self._reasons: list[str] = []
+        self._own_reasons: list[str] = []  # enabled by the agent's own actions, this decision
+        self._deciding = False
+        self._waited = False
+        self._wake = asyncio.Event()
+        self._labels: dict[tuple[str, tuple[Any, ...]], str] = {}
+        self._mine: set[tuple[int, tuple[Any, ...]]] = set()  # (adapter index, root)
+        self._finished_asked = False
+        self._stop: _Stop | None = None
+        self._started_at = 0.0
+        self._decision = 0
+        self._transcript: list[dict[str, Any]] = [{"system": self._system, "model": model}]
+        self.report = AgentReport("running", "")
+
+    # Outside world ----------------------------------------------------------------
+
+    async def inject(self, event: Mapping[str, Any] | str) -> str:
+        """Add an external event (a dict or text); returns its id. Safe from any task."""
+        self._event_count += 1
+        item = Event(f"E{self._event_count}", event)
+        self._events.append(item)
+        self._trigger(f"external event {item.id}")
+        return item.id
+
+    def stop(self, reason: str = "stopped") -> None:
+        """Ask the run to end after the current decision."""
+        self._stop = _Stop("stopped", reason)
+        self._wake.set()
+
+    # The run --------------------------------------------------------------------------
+
+    async def run(self) -> AgentReport:
+        """Start the adapters (those not running), decide until the goal is reached,
+        the protocols' enactments are complete, or the budget runs out."""
+        if self.client is None:
+            self.client = self._default_client()
+        self._started_at = time.monotonic()
+        started: list[PeachAdapter] = []
+        listeners = []
+        try:
+            for index, adapter in enumerate(self.adapters):
+                listener = self._listener(index)
+                adapter.listeners.append(listener)
+                listeners.append((adapter, listener))
+                if not adapter._running:
+                    await adapter.start()
+                    started.append(adapter)
+                for root in adapter.enactments():  # a restarted agent resumes its enactments
+                    if any(who in self._names for _, _, who in adapter.history(root)):
+                        self._mine.add((index, root))
+            self._trigger("start")
+            await self._loop()
+        except _Stop as stop:
+            self._end(stop.status, stop.reason)
+        except LLMError as exc:
+            self._end("error", str(exc))
+        finally:
+            for adapter, listener in listeners:
+                if listener in adapter.listeners:
+                    adapter.listeners.remove(listener)
+            for adapter in started:
+                await adapter.stop()
+            self.report.seconds = time.monotonic() - self._started_at
+            await asyncio.to_thread(self._write_transcript)
+        log.info("%s: %s", self.name, self.report)
+        return self.report
+
+    def _default_client(self) -> Any:
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            raise LLMError(
+                "no Anthropic API key: set ANTHROPIC_API_KEY (or pass client=...) to use an "
+                "LLM agent"
+            )
+        import anthropic
+
+        return anthropic.AsyncAnthropic(base_url=self.base_url, timeout=self.timeout)
+
+    async def _loop(self) -> None:
+        while True:
+            remaining = self.budget.max_seconds - (time.monotonic() - self._started_at)
+            if remaining <= 0:
+                raise _Stop("budget", f"wall time budget of {self.budget.max_seconds:g} s used up")
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining)
+            except TimeoutError:
+                continue
+            self._wake.clear()
+            if self._stop is not None:
+                raise self._stop
+            reasons, self._reasons = self._reasons, []
+            finishing = self._all_complete() and not self._events
+            if finishing and (self._finished_asked or not self.confirm_done):
+                raise _Stop("complete", "every enactment the agent is in is complete")
+            if not reasons and not finishing:
+                continue  # woken by a completion that leaves work: nothing new to decide
+            if finishing:
+                self._finished_asked = True
+                reasons = [
+                    *reasons,
+                    "every enactment you are in is complete: call done if your "
+                    "goal is achieved, or start what remains",
+                ]
+            self._deciding, self._waited, self._own_reasons = True, False, []
+            acted = self.report.actions
+            try:
+                await self._decide(reasons, force=finishing or "start" in reasons)
+            finally:
+                self._deciding = False
+            if finishing and self.report.actions > acted:
+                self._finished_asked = False  # it started more: ask again when that ends
+            if not self._waited:  # what the agent's own actions made possible is news
+                for reason in self._own_reasons:
+                    self._trigger(reason)
+            if self._stop is not None:
+                raise self._stop
+            if self._all_complete() and not self._events:
+                self._wake.set()  # the next turn of the loop finishes
+
+    def _end(self, status: str, reason: str) -> None:
+        self.report.status = status
+        self.report.reason = reason
+
+    # Triggers -------------------------------------------------------------------------
+
+    def _trigger(self, reason: str) -> None:
+        self._reasons.append(reason)
+        self._wake.set()
+
+    def _listener(self, index: int) -> Callable[[Any, list[tuple]], None]:
+        adapter = self.adapters[index]
+        roots = adapter.protocol.root_keys
+
+        def on_batch(batch: Any, newly: list[tuple]) -> None:
+            own = all(entry.performer in self._names for entry in batch.entries)
+            for entry in batch.entries:
+                for attribute, value in entry.instance.bindings.items():
+                    if attribute in self.redactor.attributes:
+                        self.redactor.add_value(value)
+                root = tuple(entry.instance.bindings[k] for k in roots)
+                if entry.performer in self._names:
+                    self._mine.add((index, root))
+                elif entry.instance.name in self._waiting_for:
+                    self._trigger(
+                        f"{entry.instance.name} by {entry.performer} in "
+                        f"{self._label(adapter, root)}"
+                    )
+            for root, feasible in newly:
+                if root == "initiating":
+                    continue
+                reason = f"{feasible.name} is now possible in {self._label(adapter, root)}"
+                if own and self._deciding:
+                    self._own_reasons.append(reason)  # kept unless the model said wait
+                else:
+                    self._trigger(reason)
+            if any(adapter.is_complete(root) for i, root in self._mine if i == index):
+                self._wake.set()
+
+        return on_batch
+
+    def _label(self, adapter: PeachAdapter, root: tuple[Any, ...]) -> str:
+        key = (adapter.protocol.name, root)
+        if key not in self._labels:
+            self._labels[key] = f"E{len(self._labels) + 1}"
+        return self._labels[key]
+
+    def _all_complete(self) -> bool:
+        return bool(self._mine) and all(
+            self.adapters[i].is_complete(root) for i, root in self._mine
+        )
+
+    # Offers ---------------------------------------------------------------------------
+
+    def offers(self) -> list[Offer]:
+        """What the agent may do now, as tools (in a stable order)."""
+        found: list[tuple[PeachAdapter, FeasibleAction, str]] = []
+        for adapter in self.adapters:
+            for root in adapter.enactments():
+                for feasible in adapter.enabled(root):
+                    found.append((adapter, feasible, self._label(adapter, root)))
+            for feasible in adapter.initiating():
+                found.append((adapter, feasible, "new"))
+        names = tool_names([(a, f) for a, f, _ in found], self._several)
+        return [
+            Offer(
+                name,
+                adapter,
+                feasible,
+                label,
+                tuple(a for a in feasible.to_bind if a not in self.hooks.provided(feasible.name)),
+            )
+            for name, (adapter, feasible, label) in zip(names, found, strict=True)
+        ]
+
+    def _enactments(self, offers: Sequence[Offer]) -> list[tuple[str, PeachAdapter, tuple]]:
+        """The enactments to show: those the agent is in, and any other where it may act."""
+        shown: dict[str, tuple[str, PeachAdapter, tuple]] = {}
+        for index, root in sorted(self._mine, key=lambda m: self._label(self.adapters[m[0]], m[1])):
+            adapter = self.adapters[index]
+            shown[self._label(adapter, root)] = (self._label(adapter, root), adapter, root)
+        for offer in offers:
+            if offer.label != "new" and offer.label not in shown:
+                root = offer.adapter.state.root_of(offer.feasible.keys)
+                shown[offer.label] = (offer.label, offer.adapter, root)
+        return sorted(shown.values(), key=lambda e: int(e[0][1:]))
+
+    # Deciding ---------------------------------------------------------------------------
+
+    def prompt(self, reasons: Sequence[str] = (), offers: Sequence[Offer] | None = None) -> str:
+        """The user prompt the next decision would get now (secrets replaced)."""
+        offers = self.offers() if offers is None else offers
+        return user_prompt(
+            number=self._decision or 1,
+            reasons=reasons,
+            enactments=self._enactments(offers),
+            offers=offers,
+            events=self._events,
+            notes=self._notes,
+            outcomes=self._outcomes,
+            redactor=self.redactor,
+            me=self._names,
+            limit=self.prompt_limit,
+        )
+
+    async def _decide(self, reasons: list[str], force: bool = False) -> None:
+        offers = self.offers()
+        # No call when there is nothing to decide: nothing enabled (initiating
+        # actions count only at the start and at the end) and no pending event.
+        idle = all(o.label == "new" for o in offers) if not force else not offers
+        if idle and not self._events:
+            log.debug("%s: nothing to decide (%s)", self.name, "; ".join(reasons))
+            return
+        self._decision += 1
+        log.info("%s: decision %d: %s", self.name, self._decision, "; ".join(reasons))
+        record = DecisionRecord(self._decision, "llm", list(reasons))
+        self.report.decisions.append(record)
+        by_tool = {o.tool: o for o in offers}
+        tools = [o.spec(self.redactor, bool(self._events)) for o in offers]
+        tools += BUILTIN_TOOLS + ([DISMISS_TOOL] if self._events else [])
+        tools += [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in self.tools.values()
+        ]
+        prompt = self.prompt(reasons, offers)
+        self._outcomes = []
+        self._waiting_for = set()
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        entry: dict[str, Any] = {"decision": self._decision, "reasons": reasons, "rounds": []}
+        self._transcript.append(entry)
+        failures = 0
+        for _ in range(self.max_rounds):
+            try:
+                response = await self._call(messages, tools, entry)
+            except _Stop:
+                raise
+            except Exception as exc:  # the API failed (after the SDK's own retries)
+                await self._without_model(record, f"the model could not be reached: {exc}")
+                return
+            record.calls += 1
+            uses = [b for b in response.content if getattr(b, "type", None) == "tool_use"]
+            results, invalid, settled = await self._run_tools(uses, by_tool, record)
+            entry["rounds"][-1]["results"] = results
+            if settled:
+                return
+            if invalid or any(r["error"] for r in results):
+                failures += 1
+            if failures > self.max_retries:
+                if invalid:
+                    await self._without_model(
+                        record, f"the model's tool calls stayed invalid after {failures} tries"
+                    )
+                return  # refused attempts changed nothing; the next event brings a new decision
+            # Feed the results back (a local tool's answer, an error, a refusal) and go on.
+            messages.append({"role": "assistant", "content": _echo(response.content)})
+            messages.append({"role": "user", "content": _tool_results(results)})
+
+    async def _call(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], entry: dict[str, Any]
+    ) -> Any:
+        self._check_budget()
+        # Last line of defence: whatever was assembled, no secret leaves the process.
+        messages = self.redactor.scrub(messages)
+        tools = self.redactor.scrub(tools)
+        entry["rounds"].append(
+            {"prompt": messages[-1]["content"], "tools": [t["name"] for t in tools]}
+        )
+        response = await self.client.messages.create(
+            model=self.model,
+            max_tokens=self.max_tokens,
+            system=self._system,
+            messages=messages,
+            tools=tools,
+            tool_choice={"type": "any"},
+        )
+        self.report.llm_calls += 1
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            self.report.input_tokens += getattr(usage, "input_tokens", 0) or 0
+            self.report.output_tokens += getattr(usage, "output_tokens", 0) or 0
+        entry["rounds"][-1]["response"] = [self._shown_block(b) for b in response.content]
+        return response
+
+    def _check_budget(self) -> None:
+        budget, report = self.budget, self.report
+        if report.llm_calls >= budget.max_calls:
+            raise _Stop("budget", f"LLM call budget of {budget.max_calls} used up")
+        if report.input_tokens + report.output_tokens >= budget.max_tokens:
+            raise _Stop("budget", f"token budget of {budget.max_tokens} used up")
+        if time.monotonic() - self._started_at >= budget.max_seconds:
+            raise _Stop("budget", f"wall time budget of {budget.max_seconds:g} s used up")
+
+    async def _run_tools(
+        self, uses: list[Any], by_tool: dict[str, Offer], record: DecisionRecord
+    ) -> tuple[list[dict[str, Any]], bool, bool]:
+        """Carry out the model's tool calls. Returns the results, whether any call
+        was invalid (to retry), and whether the decision is settled (an action
+        done, wait or done called) so that no further call is needed."""
+        results: list[dict[str, Any]] = []
+        invalid = False
+        settled = False
+        for use in uses:
+            name, arguments = use.name, dict(use.input or {})
+            record.tool_calls.append({"tool": name, "input": self.redactor.bindings(arguments)})
+            try:
+                if name in by_tool:
+                    text, ok = await self.perform_offer(by_tool[name], arguments)
+                    error = not ok
+                    settled = settled or ok
+                elif name == "wait":
+                    self._waiting_for = set(arguments.get("for_actions") or [])
+                    self._waited = True
+                    text, error, settled = "waiting", False, True
+                elif name == "done":
+                    self._stop = _Stop("done", arguments.get("summary") or "the model called done")
+                    text, error, settled = "stopping", False, True
+                elif name == "memory":
+                    text, error = self._memory(arguments), False
+                elif name == "dismiss_event":
+                    text, error = self._dismiss(arguments), False
+                    settled = True
+                elif name in self.tools:
+                    result = await self.tools[name].call(arguments)
+                    text, error = compact(result, 4000), False
+                else:
+                    text, error = (
+                        f"there is no tool {name!r} now (it may no longer be enabled)",
+                        True,
+                    )
+                    invalid = True
+            except _InvalidCall as exc:
+                text, error, invalid = str(exc), True, True
+            except Exception as exc:  # a local tool or hook failed: say so to the model
+                text = self.redactor.text(f"{name} failed: {type(exc).__name__}: {exc}")
+                log.warning("%s: %s", self.name, text)
+                error = True
+            record.outcomes.append(f"{name}: {text}")
+            self._outcomes.append(f"{name}: {text}")
+            results.append({"id": use.id, "content": text, "error": error})
+        if not uses:
+            invalid = True
+        return results, invalid, settled and not any(r["error"] for r in results)
+
+    async def perform_offer(self, offer: Offer, arguments: Mapping[str, Any]) -> tuple[str, bool]:
+        """Bind and attempt an offered action with the model's arguments."""
+        arguments = dict(arguments)
+        event = arguments.pop("for_event", None)
+        unknown = set(arguments) - set(offer.asks)
+        if unknown:
+            raise _InvalidCall(
+                f"{offer.tool} does not take {', '.join(sorted(unknown))}: it binds "
+                f"{', '.join(offer.asks) or 'nothing'}"
+            )
+        missing = [a for a in offer.asks if a not in arguments]
+        if missing:
+            raise _InvalidCall(f"{offer.tool} needs {', '.join(missing)}")
+        return await self.perform(
+            offer.feasible, arguments, adapter=offer.adapter, event=event, label=offer.label
+        )
+
+    async def perform(
+        self,
+        feasible: FeasibleAction,
+        bindings: Mapping[str, Any],
+        *,
+        adapter: PeachAdapter | None = None,
+        event: str | None = None,
+        label: str = "",
+    ) -> tuple[str, bool]:
+        """Run the before hooks, bind, attempt, run the after hooks. Returns a
+        description of the outcome for the model and whether it succeeded."""
+        if adapter is None:
+            adapter = next(
+                a
+                for a in self.adapters
+                if a.role == feasible.role
+                and a.protocol.actions.get(feasible.name) is feasible.action
+            )
+        action = feasible.name
+        given = dict(bindings)
+        bindings = await self.hooks.run_before(action, given)
+        for attribute in self.hooks.provided(action):
+            if attribute in bindings:
+                self.redactor.add_value(bindings[attribute])
+        if action in self.hooks.actions:
+            changed = sorted(
+                k for k in {*given, *bindings} if k not in given or given[k] != bindings.get(k)
+            )
+            self.report.decisions.append(
+                DecisionRecord(
+                    self._decision,
+                    "hook",
+                    [f"before {action}"],
+                    outcomes=[f"hooks set {', '.join(changed) or 'nothing'} (values not shown)"],
+                )
+            )
+        try:
+            instance = feasible.bind_from(bindings)
+        except BindError as exc:
+            note = await self._after(action, None, str(exc))
+            raise _InvalidCall(f"{action} could not be bound: {exc}{note}") from None
+        try:
+            [done] = await adapter.attempt([instance])
+        except ActionRejected as exc:
+            self.report.rejections += 1
+            note = await self._after(action, instance, f"{exc.rule}: {exc.message}")
+            return f"{action} was refused ({exc.rule}): {exc.message}{note}", False
+        except ExecutorError as exc:
+            note = await self._after(action, instance, str(exc))
+            return f"{action} could not be attempted: {exc}{note}", False
+        self.report.actions += 1
+        index = self.adapters.index(adapter)
+        root = adapter.state.root_of(done.bindings)
+        self._mine.add((index, root))
+        where = self._label(adapter, root)
+        note = await self._after(action, done, None)
+        if event is not None:
+            self._events = [e for e in self._events if e.id != event]
+        log.info(
+            "%s: %s in %s: %s", self.name, action, where, describe_instance(done, self.redactor)
+        )
+        return f"done: {action} in {where} ({describe_instance(done, self.redactor)}){note}", True
+
+    async def _after(self, action: str, instance: Any, error: str | None) -> str:
+        """Run the after hooks; a failing one is reported, never mistaken for the
+        action's own outcome."""
+        try:
+            await self.hooks.run_after(action, instance, error)
+        except Exception as exc:
+            text = self.redactor.text(f"{type(exc).__name__}: {exc}")
+            log.warning("%s: after hook for %s failed: %s", self.name, action, text)
+            return f" (an after hook failed: {text})"
+        return ""
+
+    def _memory(self, arguments: Mapping[str, Any]) -> str:
+        op = arguments.get("op")
+        key = arguments.get("key")
+        if op == "save" and key:
+            self._notes[str(key)] = arguments.get("value")
+            return f"saved {key}"
+        if op == "delete" and key:
+            return (
+                f"deleted {key}"
+                if self._notes.pop(str(key), None) is not None
+                else f"no note {key}"
+            )
+        if op == "recall":
+            return compact(self._notes, 4000) if self._notes else "no notes"
+        raise _InvalidCall("memory needs op save (with key and value), delete (with key) or recall")
+
+    def _dismiss(self, arguments: Mapping[str, Any]) -> str:
+        event = arguments.get("event_id")
+        if not any(e.id == event for e in self._events):
+            raise _InvalidCall(f"no pending event {event!r}")
+        self._events = [e for e in self._events if e.id != event]
+        return f"dismissed {event}"
+
+    async def _without_model(self, record: DecisionRecord, reason: str) -> None:
+        """The model failed this decision: use the fallback policy, or stop."""
+        log.warning("%s: %s", self.name, reason)
+        if self.fallback is None:
+            raise _Stop("error", f"{reason}; no fallback policy was given")
+        record.kind = "fallback"
+        record.outcomes.append(f"fallback: {reason}")
+        self._transcript.append({"decision": record.number, "fallback": reason})
+        try:
+            await self.fallback(self, reason)
+        except _Stop:
+            raise
+        except Exception as exc:
+            text = self.redactor.text(f"{type(exc).__name__}: {exc}")
+            raise _Stop("error", f"{reason}; the fallback policy failed too: {text}") from None
+
+    # Transcript ---------------------------------------------------------------------------
+
+    def _shown_block(self, block: Any) -> dict[str, Any]:
+        data = _block(block)
+        if data.get("type") == "tool_use":
+            data["input"] = {k: self.redactor.value(k, v) for k, v in data.get("input", {}).items()}
+        return data
+
+    def _write_transcript(self) -> None:
+        if self.transcript_path is None:
+            return
+        self._transcript.append({"report": str(self.report)})
+        self.transcript_path.write_text(json.dumps(self._transcript, indent=2, default=str))
+
+
+class _InvalidCall(Exception):
+    """A tool call the agent cannot carry out as given (fed back to the model)."""
+
+
+def _tool_results(results: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    if not results:
+        return "Answer with tool calls only: an action, wait, or done."
+    return [
+        {
+            "type": "tool_result",
+            "tool_use_id": r["id"],
+            "content": r["content"],
+            **({"is_error": True} if r["error"] else {}),
+        }
+        for r in results
+    ]
+
+
+def _echo(content: list[Any]) -> list[dict[str, Any]]:
+    """The model's answer as message params, to send back with the tool results."""
+    blocks = []
+    for block in map(_block, content):
+        if block.get("type") == "tool_use":
+            blocks.append({k: block[k] for k in ("type", "id", "name", "input")})
+        elif block.get("type") == "text" and block.get("text"):
+            blocks.append({"type": "text", "text": block["text"]})
+    return blocks
+
+
+def _block(block: Any) -> dict[str, Any]:
+    if isinstance(block, dict):
+        return dict(block)
+    if hasattr(block, "model_dump"):
+        return block.model_dump(exclude_none=True)
+    return {"type": getattr(block, "type", "unknown")}
+
+
+__all__ = ["DEFAULT_MODEL", "LLMAgent"]

@@ -1,0 +1,421 @@
+"""What the model reads: the system prompt, each decision's prompt, and the tools.
+
+The system prompt is written once per agent: how Langshaw protocols work, the
+roles the agent plays, those protocols only, the tools, the goal. Each decision's
+prompt shows, per enactment, what happened and what the agent may do now, the
+pending external events, the agent's notes, and the outcome of earlier calls.
+Enabled actions are offered as tools whose input schema is exactly what the role
+must bind, so the model's choice arrives as structured tool use, never as text
+to parse. Secret values are replaced before anything is shown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langshaw import ActionInstance, LangshawProtocol, json_equal
+from peach.adapter import PeachAdapter
+from peach.feasible import FeasibleAction
+
+SECRET = "[secret]"
+
+SEMANTICS = """\
+You act through interaction protocols written in Langshaw. How they work:
+- A protocol names roles, and actions each performed by one role. An action
+  binds attributes: pieces of information such as an item or a price.
+- An enactment is one run of a protocol (one purchase, one checkout), identified
+  by its key attributes. Several enactments may run at once; they do not mix.
+- An attribute bound in an enactment never changes: later actions carry the same
+  value. Such values are shown as fixed; you never bind them again.
+- An action may name other actions: it can only happen after them.
+- Who may bind an attribute is fixed by the protocol (sayso).
+- Actions in a 'nono' group exclude each other; 'A -/> B' means that once A has
+  happened, B can no longer happen.
+- An enactment is complete when its completion condition holds.
+- You may only perform the actions enabled for you now: they are your tools. You
+  give the attributes to bind; keys of new enactments are generated for you.
+  Every attempt is checked against the protocol; a refused one comes back to you
+  with the reason, and changes nothing.
+"""
+
+INSTRUCTIONS = """\
+How to act:
+- Decide what to do now, in this decision, and call the tools for it. You may
+  call several tools at once (to start several enactments, say).
+- Call `wait` when nothing should be done until something else happens, naming
+  the actions of others you are waiting for. Call it together with your actions
+  when, after them, you only need to act again once others have acted: you are
+  then not asked again about what your own actions make possible. (You are always
+  asked again when others' actions make something possible for you, or when an
+  event arrives.)
+- Call `done` when your goal is achieved.
+- External events are requests from outside (your user, other systems). Each
+  stays pending until you act on it (give its id as `for_event` to the action
+  that handles it) or call `dismiss_event`.
+- `memory` keeps notes across decisions; they are shown to you each time.
+- Bind values that serve the goal; values are JSON (strings, numbers, objects,
+  lists, true/false, null).
+"""
+
+
+class Redactor:
+    """Replaces secrets in anything shown to the model or written to a log.
+
+    A secret is the value of a secret attribute (by name: ``payment_data``, say)
+    or a value a hook supplied. Besides whole values, the longer strings inside
+    them (a card token, a handler id) are scrubbed wherever they turn up, so a
+    secret echoed inside another value (a merchant's response) stays hidden too.
+    """
+
+    MIN_SCRUBBED = 6  # shorter strings ('card', 'USD') are too common to hide everywhere
+
+    def __init__(self, attributes: Iterable[str] = ()) -> None:
+        self.attributes = set(attributes)
+        self.values: list[Any] = []
+        self.strings: set[str] = set()
+
+    def add_value(self, value: Any) -> None:
+        if value is None or isinstance(value, bool) or value in ("", 0):
+            return  # too common to hide without hiding everything
+        if not any(json_equal(value, known) for known in self.values):
+            self.values.append(value)
+        for leaf in _leaves(value):
+            if isinstance(leaf, str) and len(leaf) >= self.MIN_SCRUBBED:
+                self.strings.add(leaf)
+            elif (
+                isinstance(leaf, int | float)
+                and not isinstance(leaf, bool)
+                and len(str(leaf)) >= self.MIN_SCRUBBED
+            ):
+                self.strings.add(str(leaf))
+
+    def value(self, attribute: str, value: Any) -> Any:
+        if attribute in self.attributes:
+            self.add_value(value)
+            return SECRET
+        return self.scrub(value)
+
+    def bindings(self, bindings: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: self.value(k, v) for k, v in bindings.items()}
+
+    def scrub(self, value: Any) -> Any:
+        """``value`` with every secret in it replaced (structure kept)."""
+        if self.values and any(json_equal(value, s) for s in self.values):
+            return SECRET
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {k: self.scrub(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.scrub(v) for v in value]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return SECRET if str(value) in self.strings else value
+        return value
+
+    def text(self, text: str) -> str:
+        for secret in sorted(self.strings, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, SECRET)
+        return text
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def compact(value: Any, limit: int = 300) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def render_protocol(adapter: PeachAdapter) -> str:
+    protocol: LangshawProtocol = adapter.protocol
+    lines = [
+        f"Protocol {protocol.name}: you play {adapter.role}.",
+        f"  Roles: {', '.join(protocol.roles)}. Keys: {', '.join(protocol.keys)}.",
+        f"  Complete when: {' and '.join(' or '.join(c) for c in protocol.completion)}.",
+        "  Actions (performer: Name(attributes)):",
+    ]
+    for action in protocol.actions.values():
+        doc = f" -- {action.doc}" if action.doc else ""
+        mine = "  [yours]" if action.actor == adapter.role else ""
+        lines.append(
+            f"    {action.actor}: {action.name}({', '.join(action.attributes)}){mine}{doc}"
+        )
+    owners: dict[tuple[str, ...], list[str]] = {}
+    for attribute, roles in protocol.sayso.items():
+        owners.setdefault(roles, []).append(attribute)
+    lines.append(
+        "  Who binds what (sayso): "
+        + "; ".join(f"{' > '.join(roles)}: {', '.join(attrs)}" for roles, attrs in owners.items())
+    )
+    if protocol.nono:
+        lines.append(
+            "  Mutually exclusive (nono): " + "; ".join(" / ".join(g) for g in protocol.nono)
+        )
+    if protocol.nogo:
+        lines.append(
+            "  Once the first happened, the second cannot (nogo): "
+            + "; ".join(f"{a} -/> {b}" for a, b in protocol.nogo)
+        )
+    return "\n".join(lines)
+
+
+def system_prompt(
+    name: str,
+    goal: str,
+    adapters: Sequence[PeachAdapter],
+    local_tools: Sequence[Any],
+) -> str:
+    roles = ", ".join(f"{a.role} in {a.protocol.name}" for a in adapters)
+    parts = [
+        f"You are {name}, an autonomous agent. You play: {roles}.",
+        f"Your user's goal:\n{goal.strip()}",
+        SEMANTICS,
+        "The protocols you play:\n" + "\n\n".join(render_protocol(a) for a in adapters),
+        INSTRUCTIONS,
+    ]
+    if local_tools:
+        parts.append(
+            "Local tools you may call (their results come back to you at once):\n"
+            + "\n".join(f"- {t.name}: {t.description}" for t in local_tools)
+        )
+    return "\n\n".join(parts)
+
+
+@dataclass
+class Offer:
+    """One enabled action offered to the model as a tool."""
+
+    tool: str
+    adapter: PeachAdapter
+    feasible: FeasibleAction
+    label: str  # the enactment's label, or "new"
+    asks: tuple[str, ...]  # what the model binds (the rest is fixed or from hooks)
+
+    def spec(self, redactor: Redactor, has_events: bool) -> dict[str, Any]:
+        fa = self.feasible
+        properties: dict[str, Any] = {
+            attribute: {"description": f"{attribute} (attribute of {fa.name})"}
+            for attribute in self.asks
+        }
+        if has_events:
+            properties["for_event"] = {
+                "type": "string",
+                "description": "id of the external event this action handles, if any",
+            }
+        where = "a new enactment" if self.label == "new" else f"enactment {self.label}"
+        fixed = {k: v for k, v in fa.fixed.items() if k not in fa.action.dependencies}
+        shown = f" Fixed: {compact(redactor.bindings(fixed), 200)}." if fixed else ""
+        doc = f" {fa.action.doc}" if fa.action.doc else ""
+        return {
+            "name": self.tool,
+            "description": (
+                f"{fa.name} ({self.adapter.protocol.name}, as {self.adapter.role}) "
+                f"in {where}.{doc}{shown}"
+            )[:1000],
+            "input_schema": {
+                "type": "object",
+                "properties": properties,
+                "required": list(self.asks),
+                "additionalProperties": False,
+            },
+        }
+
+
+BUILTIN_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "wait",
+        "description": "Nothing (more) to do now. Name the actions of others you are waiting "
+        "for: you decide again when one of them happens (and whenever others make something "
+        "possible for you, or an event arrives).",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "for_actions": {"type": "array", "items": {"type": "string"}},
+                "reason": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "done",
+        "description": "Your goal is achieved: stop.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"summary": {"type": "string"}},
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "memory",
+        "description": "Save a note (op=save, key, value), delete one (op=delete, key), or list "
+        "them (op=recall). Notes are shown to you in every decision.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "op": {"type": "string", "enum": ["save", "delete", "recall"]},
+                "key": {"type": "string"},
+                "value": {},
+            },
+            "required": ["op"],
+            "additionalProperties": False,
+        },
+    },
+]
+
+DISMISS_TOOL = {
+    "name": "dismiss_event",
+    "description": "Mark an external event as handled, or as not to be acted on.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"event_id": {"type": "string"}, "reason": {"type": "string"}},
+        "required": ["event_id"],
+        "additionalProperties": False,
+    },
+}
+
+
+@dataclass
+class Event:
+    id: str
+    content: Any
+
+
+def user_prompt(
+    *,
+    number: int,
+    reasons: Sequence[str],
+    enactments: Sequence[tuple[str, PeachAdapter, tuple[Any, ...]]],
+    offers: Sequence[Offer],
+    events: Sequence[Event],
+    notes: Mapping[str, Any],
+    outcomes: Sequence[str],
+    redactor: Redactor,
+    me: set[str],
+    limit: int = 12_000,
+    history_limit: int = 20,
+) -> str:
+    """The prompt of one decision, at most ``limit`` characters: beyond that, the
+    oldest complete enactments are summarized in one line, then the oldest
+    history entries are dropped."""
+    head = [f"Decision {number}. Why now: {'; '.join(reasons) or 'start'}."]
+    if events:
+        head.append("Pending external events:")
+        head.extend(f"  [{e.id}] {compact(e.content, 600)}" for e in events)
+    else:
+        head.append("No pending external events.")
+    if notes:
+        head.append("Your notes:")
+        head.extend(f"  {k}: {compact(v, 300)}" for k, v in notes.items())
+    if outcomes:
+        head.append("Outcome of your last tool calls:")
+        head.extend(f"  - {o}" for o in outcomes[-10:])
+
+    by_label: dict[str, list[Offer]] = {}
+    for offer in offers:
+        by_label.setdefault(offer.label, []).append(offer)
+
+    def section(label: str, adapter: PeachAdapter, root: tuple[Any, ...], full: bool) -> list[str]:
+        keys = adapter.keys_of(root)
+        state = "complete" if adapter.is_complete(root) else "in progress"
+        title = (
+            f"== {label}: {adapter.protocol.name} (you: {adapter.role}), "
+            f"{' '.join(f'{k}={v}' for k, v in keys.items())} [{state}]"
+        )
+        history = adapter.history(root)
+        if not full:
+            last = history[-1][1].name if history else "nothing"
+            return [f"{title}: {len(history)} actions, last {last}"]
+        lines = [title, "  history:"]
+        shown = history[-history_limit:]
+        if len(history) > len(shown):
+            lines.append(f"    ({len(history) - len(shown)} earlier actions not shown)")
+        for _, instance, performer in shown:
+            who = "you" if performer in me else performer
+            bound = {
+                k: v
+                for k, v in instance.bindings.items()
+                if k not in instance.action.dependencies and k not in keys
+            }
+            lines.append(f"    {instance.name} by {who}: {compact(redactor.bindings(bound))}")
+        mine = by_label.get(label, [])
+        if mine:
+            lines.append(
+                "  you may now: "
+                + "; ".join(f"{o.tool} (binds {', '.join(o.asks) or 'nothing'})" for o in mine)
+            )
+        return lines
+
+    def build(full_for: set[str]) -> str:
+        body = list(head)
+        body.append("Enactments you are in:" if enactments else "You are in no enactment yet.")
+        for label, adapter, root in enactments:
+            body.extend(section(label, adapter, root, label in full_for))
+        return "\n".join(body)
+
+    starts = by_label.get("new", [])
+    tail = [
+        "You may start new enactments with: "
+        + "; ".join(f"{o.tool} (binds {', '.join(o.asks) or 'nothing'})" for o in starts)
+    ] if starts else []
+    tail.append(
+        "Decide now: call the tools for what you do (wait if nothing, done if the "
+        "goal is achieved)."
+    )
+    ending = "\n" + "\n".join(tail)
+
+    room = limit - len(ending)
+    full = {label for label, _, _ in enactments}
+    text = build(full)
+    for label, adapter, root in enactments:  # oldest first: summarize complete ones
+        if len(text) <= room:
+            break
+        if adapter.is_complete(root) and label not in by_label:
+            full.discard(label)
+            text = build(full)
+    while len(text) > room and history_limit > 2:
+        history_limit //= 2
+        text = build(full)
+    if len(text) > room:  # still too long: cut the middle, keep what to do now
+        cut = "\n(... more not shown, to keep this prompt short ...)"
+        text = text[: max(0, room - len(cut))] + cut
+    return (text + ending)[:limit]
+
+
+def tool_names(
+    offers: Iterable[tuple[PeachAdapter, FeasibleAction]], several_protocols: bool
+) -> list[str]:
+    """Deterministic, unique tool names: the action's name, prefixed with the
+    protocol when the agent plays several, numbered when offered more than once."""
+    bases = [
+        (f"{adapter.protocol.name}_{fa.name}" if several_protocols else fa.name)[:56]
+        for adapter, fa in offers
+    ]
+    counts: dict[str, int] = {}
+    for base in bases:
+        counts[base] = counts.get(base, 0) + 1
+    seen: dict[str, int] = {}
+    names = []
+    for base in bases:
+        if counts[base] == 1:
+            names.append(base)
+        else:
+            seen[base] = seen.get(base, 0) + 1
+            names.append(f"{base}_{seen[base]}")
+    return names
+
+
+def describe_instance(instance: ActionInstance, redactor: Redactor) -> str:
+    shown = {k: v for k, v in instance.bindings.items() if k not in instance.action.dependencies}
+    return f"{instance.name} {compact(redactor.bindings(shown), 200)}"

@@ -1,0 +1,1 @@
+"""Ahoy's evaluation scenarios on strabo: one LLM agent, coded counterparts."""

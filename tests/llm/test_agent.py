@@ -1,0 +1,390 @@
+"""The LLM agent's behaviour off the happy path, against recorded model answers:
+mistakes fed back, API failures, budgets, secrets, prompts, local tools, memory."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from langshaw import LangshawProtocol
+from peach import LocalExecutor, PeachAdapter
+from peach.llm import Budget, Hooks, LLMAgent, LLMError, tool
+from samples.llm import scenarios
+from syncserver import SyncServer
+from tests.conftest import PROTOCOLS
+from tests.llm.fake import client, load
+
+ANTHROPIC_ONLY = pytest.mark.httpx_mock(should_mock=lambda r: r.url.host == "api.anthropic.com")
+
+
+def tool_results(request: dict) -> list[dict]:
+    content = request["messages"][-1]["content"]
+    return [c for c in content if isinstance(c, dict) and c.get("type") == "tool_result"]
+
+
+# Mistakes -----------------------------------------------------------------------------
+
+
+async def test_invalid_calls_and_refusals_are_fed_back_and_recovered(model):
+    model.script("invalid")
+    outcome = await scenarios.purchase(client=client(), model="claude-test")
+    assert outcome.success, (outcome.detail, model.unanswered)
+    assert outcome.violations == 0
+
+    # Decision 1: a disabled action and a foreign attribute, both answered as errors
+    # in the same conversation, then a correct call.
+    retry = model.requests[1]
+    errors = {r["content"] for r in tool_results(retry) if r.get("is_error")}
+    assert any("there is no tool 'Accept' now" in e for e in errors)
+    assert any("RFQ does not take price: it binds item, budget" in e for e in errors)
+    # Nothing of the invalid calls reached the SyncServer.
+    assert [e.name for e in outcome.log][:1] == ["RFQ"]
+    assert sum(e.name == "RFQ" for e in outcome.log) == 1
+
+    # The Accept decision: Reject after Accept is refused by the protocol (nono),
+    # counted, and fed back; the model then waits.
+    assert outcome.report.rejections == 1
+    refused = [r for req in model.requests for r in tool_results(req) if r.get("is_error")]
+    assert any("Reject was refused (nono)" in r["content"] for r in refused)
+    assert not any(e.name == "Reject" for e in outcome.log)
+    assert [d.calls for d in outcome.report.decisions if d.kind == "llm"] == [2, 2, 1]
+
+
+async def test_tool_calls_invalid_after_retries_stop_with_a_clear_error(model):
+    model.script("purchase")
+    model.answers = [
+        {"reusable": True, "content": [{"type": "tool_use", "name": "Accept", "input": {}}]}
+    ]
+    outcome = await scenarios.purchase(client=client(), model="claude-test", max_retries=1)
+    assert outcome.report.status == "error"
+    assert "stayed invalid after 2 tries" in outcome.report.reason
+    assert "no fallback policy" in outcome.report.reason
+    assert len(model.requests) == 2
+    assert outcome.log == []
+
+
+# The model unavailable -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("failure", "says"),
+    [({"error": 500}, "could not be reached"), ({"timeout": True}, "timed out")],
+)
+async def test_api_failure_uses_the_fallback_policy(model, failure, says):
+    first = {"when": {"prompt_has": ["You are in no enactment yet"]}, **failure}
+    model.answers = [first, *load("purchase")[1:]]
+    reasons: list[str] = []
+
+    async def fallback(agent: LLMAgent, reason: str) -> None:
+        """A coded policy: ask for a pen, as the model would have."""
+        reasons.append(reason)
+        [offer] = [o for o in agent.offers() if o.feasible.name == "RFQ"]
+        await agent.perform(offer.feasible, {"item": "pen", "budget": 10}, adapter=offer.adapter)
+
+    outcome = await scenarios.purchase(client=client(), model="claude-test", fallback=fallback)
+    assert outcome.success, (outcome.detail, model.unanswered)
+    assert len(reasons) == 1 and says in reasons[0].lower()
+    kinds = [d.kind for d in outcome.report.decisions]
+    assert kinds[0] == "fallback" and kinds[1:] == ["llm", "llm"]
+    assert outcome.report.llm_calls == 2  # the failed call is not counted as made
+
+
+async def test_api_failure_without_fallback_stops_with_a_clear_error(model):
+    model.answers = [{"error": 529}]
+    outcome = await scenarios.purchase(client=client(), model="claude-test")
+    assert outcome.report.status == "error"
+    assert outcome.report.reason.startswith("the model could not be reached")
+    assert "no fallback policy was given" in outcome.report.reason
+    assert outcome.log == []
+
+
+async def test_a_failing_fallback_stops_the_run_with_both_reasons(model):
+    model.answers = [{"error": 500}]
+
+    async def fallback(agent: LLMAgent, reason: str) -> None:
+        raise RuntimeError("inventory service down")
+
+    outcome = await scenarios.purchase(client=client(), model="claude-test", fallback=fallback)
+    assert outcome.report.status == "error"
+    assert "could not be reached" in outcome.report.reason
+    assert "the fallback policy failed too: RuntimeError: inventory service down" in (
+        outcome.report.reason
+    )
+
+
+async def test_no_api_key_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    server = SyncServer.embedded([protocol], {"buyer": ["Buyer"]})
+    async with server:
+        adapter = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
+        agent = LLMAgent([adapter], "buy a pen")
+        with pytest.raises(LLMError, match="ANTHROPIC_API_KEY"):
+            await agent.run()
+
+
+# Budgets -------------------------------------------------------------------------------
+
+
+async def test_call_budget_stops_the_run_with_a_report(model):
+    model.script("purchase")
+    budget = Budget(max_calls=2)
+    outcome = await scenarios.purchase(client=client(), model="claude-test", budget=budget)
+    assert outcome.report.status == "budget"
+    assert outcome.report.reason == "LLM call budget of 2 used up"
+    assert outcome.report.llm_calls == 2
+    assert "budget" in str(outcome.report) and "2 LLM calls" in str(outcome.report)
+    # What was done stays done: the quote was accepted, not confirmed.
+    assert [e.name for e in outcome.log if e.performer == "buyer"] == ["RFQ", "Accept"]
+
+
+async def test_token_budget(model):
+    model.script("purchase")  # each recorded answer reports 1050 tokens
+    budget = Budget(max_tokens=2000)
+    outcome = await scenarios.purchase(client=client(), model="claude-test", budget=budget)
+    assert outcome.report.status == "budget"
+    assert outcome.report.reason == "token budget of 2000 used up"
+    assert outcome.report.llm_calls == 2
+
+
+@pytest.mark.httpx_mock(assert_all_responses_were_requested=False)
+async def test_no_call_when_nothing_is_enabled_and_no_event(model):
+    """A Seller with no request to quote on has nothing to decide: it makes no
+    call, and stops when its wall-time budget runs out."""
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    async with SyncServer.embedded([protocol], {"seller": ["Seller"]}) as server:
+        adapter = PeachAdapter("seller", protocol, "Seller", LocalExecutor(server))
+        agent = LLMAgent(
+            [adapter], "quote on requests", client=client(), budget=Budget(max_seconds=0.3)
+        )
+        report = await agent.run()
+    assert report.status == "budget" and "wall time" in report.reason
+    assert model.requests == []
+    assert report.decisions == []
+
+
+async def test_an_event_wakes_an_idle_agent(model):
+    model.answers = [
+        {
+            "when": {"prompt_has": ["[E1]", "nothing to sell"], "has": ["dismiss_event"]},
+            "content": [
+                {"type": "tool_use", "name": "dismiss_event", "input": {"event_id": "E1"}},
+                {"type": "tool_use", "name": "done", "input": {"summary": "nothing to do"}},
+            ],
+        }
+    ]
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    async with SyncServer.embedded([protocol], {"seller": ["Seller"]}) as server:
+        adapter = PeachAdapter("seller", protocol, "Seller", LocalExecutor(server))
+        agent = LLMAgent([adapter], "quote on requests", client=client())
+        event_id = await agent.inject("nothing to sell today")
+        report = await agent.run()
+    assert event_id == "E1"
+    assert report.status == "done", model.unanswered
+    assert len(model.requests) == 1
+
+
+# Secrets -------------------------------------------------------------------------------
+
+
+@ANTHROPIC_ONLY
+async def test_hook_credential_never_reaches_the_model_or_the_logs(model, tmp_path, caplog):
+    """The payment credential is bound by a hook: the merchant gets it (the order
+    is placed), the model, the transcript and the logs never do."""
+    model.script("ucp")
+    token = scenarios.payment_data()["credential"]["token"]
+    caplog.set_level(logging.DEBUG)
+    transcript = tmp_path / "run.json"
+    seen: list[dict] = []
+    hooks = Hooks()
+
+    @hooks.after("Complete")
+    def audit(instance, error):
+        paid = instance is not None and "payment_data" in instance.bindings
+        seen.append({"error": error, "paid": paid})
+
+    outcome = await scenarios.ucp(
+        client=client(), model="claude-test", hooks=hooks, transcript=transcript
+    )
+    assert outcome.success, (outcome.detail, model.unanswered)
+    # The merchant got the credential: the Complete instance carries it.
+    [complete] = [e for e in outcome.log if e.name == "Complete"]
+    assert complete["payment_data"]["credential"]["token"] == token
+    assert seen == [{"error": None, "paid": True}]
+    # The model never saw it, nor the payment_data attribute it is part of.
+    assert model.raw, "the model was called"
+    for body in model.raw:
+        assert token.encode() not in body
+        assert b"instr_1" not in body
+    complete_tool = next(
+        t for r in model.requests for t in r["tools"] if t["name"] == "Complete"
+    )
+    assert "payment_data" not in complete_tool["input_schema"]["properties"]
+    # Nor the transcript, nor the log.
+    assert token not in transcript.read_text()
+    assert token not in caplog.text
+    assert any(d.kind == "hook" for d in outcome.report.decisions)
+    hook_records = [d for d in outcome.report.decisions if d.kind == "hook"]
+    assert hook_records[0].outcomes == ["hooks set payment_data (values not shown)"]
+
+
+async def test_secret_attributes_are_redacted_by_name(model):
+    model.script("purchase")
+    outcome = await scenarios.purchase(
+        client=client(), model="claude-test", secrets=["address"]
+    )
+    assert outcome.success
+    prompts = "\n".join(model.prompts())
+    assert "[secret]" in prompts
+    assert all("Raleigh" not in prompt for prompt in model.prompts())
+
+
+# Prompts -------------------------------------------------------------------------------
+
+
+async def test_two_protocol_prompt_holds_both_and_nothing_else(model):
+    model.script("concurrent")
+    outcome = await scenarios.concurrent(client=client(), model="claude-test")
+    assert outcome.success, (outcome.detail, model.unanswered)
+    system = model.requests[0]["system"]
+    assert "Protocol Purchase: you play Buyer." in system
+    assert "Protocol Logistics: you play Merchant." in system
+    others = {LangshawProtocol.load(p).name for p in PROTOCOLS.glob("*.lsh")} - {
+        "Purchase",
+        "Logistics",
+    }
+    assert others  # the other shipped protocols exist, and none is shown
+    for name in others:
+        assert f"Protocol {name}" not in system
+        assert name not in system
+    # Doc comments reach the model.
+    assert "Ask for a shipping label for an order going to an address." in system
+    # Every request gets the same system prompt (written once per agent).
+    assert {r["system"] for r in model.requests} == {system}
+    tools = {t["name"] for r in model.requests for t in r["tools"]}
+    assert all(
+        t.startswith(("Purchase_", "Logistics_")) or t in ("wait", "done", "memory")
+        for t in tools
+    ), tools
+
+
+async def test_tool_schema_is_what_the_role_binds(model):
+    model.script("purchase")
+    await scenarios.purchase(client=client(), model="claude-test")
+    accept = next(t for r in model.requests for t in r["tools"] if t["name"] == "Accept")
+    schema = accept["input_schema"]
+    assert schema["required"] == ["chosen", "price", "address"]
+    assert set(schema["properties"]) == {"chosen", "price", "address"}
+    assert schema["additionalProperties"] is False
+    assert "Accept one quote" in accept["description"]
+    assert model.requests[0]["tool_choice"] == {"type": "any"}
+
+
+async def test_prompt_size_is_bounded():
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    agents = {"buyer": ["Buyer"], "cheap": ["Seller"]}
+    async with SyncServer.embedded([protocol], agents) as server:
+        buyer = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
+        seller = PeachAdapter("cheap", protocol, "Seller", LocalExecutor(server))
+        async with buyer, seller:
+            for n in range(40):
+                [rfq] = buyer.initiating()
+                [sent] = await buyer.attempt([rfq.bind(item=f"item {n} " + "x" * 80, budget=n)])
+                await buyer.sync()
+                await seller.sync()
+                [quote] = seller.enabled(sent.keys)
+                await seller.attempt([quote.bind(price=n)])
+            await buyer.sync()
+            agent = LLMAgent([buyer], "buy things", client=object(), prompt_limit=3000)
+            prompt = agent.prompt(["test"])
+    assert len(prompt) <= 3000
+    assert prompt.endswith("goal is achieved).")
+    assert "more not shown" in prompt
+    assert "Decision 1. Why now: test." in prompt
+
+
+# Local tools and memory ------------------------------------------------------------------
+
+
+async def test_local_tool_answers_within_the_decision_and_memory_persists(model):
+    model.script("tools")
+    calls: list[dict] = []
+
+    @tool(
+        "lookup_budget",
+        "The most the user will spend on an item",
+        {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]},
+    )
+    def lookup_budget(item: str) -> dict:
+        calls.append({"item": item})
+        return {"budget": 10, "item": item}
+
+    outcome = await scenarios.purchase(
+        client=client(), model="claude-test", tools=[lookup_budget]
+    )
+    assert outcome.success, (outcome.detail, model.unanswered)
+    assert calls == [{"item": "pen"}]
+    first = outcome.report.decisions[0]
+    assert first.calls == 2  # the tool's answer came back in the same decision
+    assert [c["tool"] for c in first.tool_calls] == ["memory", "lookup_budget", "RFQ", "wait"]
+    spec = next(t for t in model.requests[0]["tools"] if t["name"] == "lookup_budget")
+    assert spec["input_schema"]["required"] == ["item"]
+
+
+# Construction and transcript ---------------------------------------------------------------
+
+
+def test_construction_errors_are_clear():
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    server = SyncServer.embedded([protocol], {"buyer": ["Buyer"]})
+    adapter = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
+    with pytest.raises(ValueError, match="at least one adapter"):
+        LLMAgent([], "goal")
+    with pytest.raises(ValueError, match="needs a goal"):
+        LLMAgent([adapter], "  ")
+    hooks = Hooks()
+    hooks.before("Pay")(lambda b: b)
+    with pytest.raises(ValueError, match=r"no protocol of this agent has: \['Pay'\]"):
+        LLMAgent([adapter], "goal", hooks=hooks)
+    clash = tool("wait", "mine", {"type": "object"})(lambda: None)
+    with pytest.raises(ValueError, match="reserved"):
+        LLMAgent([adapter], "goal", tools=[clash])
+    with pytest.raises(ValueError, match="letters, digits"):
+        tool("no spaces allowed", "x")(lambda: None)
+
+
+async def test_transcript_records_prompts_calls_and_results(model, tmp_path):
+    model.script("purchase")
+    path = tmp_path / "transcript.json"
+    outcome = await scenarios.purchase(client=client(), model="claude-test", transcript=path)
+    data = json.loads(path.read_text())
+    assert data[0]["model"] == "claude-test" and "Protocol Purchase" in data[0]["system"]
+    decisions = [d for d in data if "decision" in d]
+    assert len(decisions) == outcome.report.llm_calls == 3
+    first = decisions[0]["rounds"][0]
+    assert "You are in no enactment yet" in first["prompt"]
+    assert first["tools"] == ["RFQ", "wait", "done", "memory"]
+    assert first["response"][0] == {
+        "type": "tool_use",
+        "id": first["response"][0]["id"],
+        "name": "RFQ",
+        "input": {"item": "pen", "budget": 10},
+        **({"caller": first["response"][0]["caller"]} if "caller" in first["response"][0] else {}),
+    }
+    assert first["results"][0]["content"].startswith("done: RFQ in E1")
+    assert data[-1]["report"].startswith("done:")
+
+
+def test_hooks_reject_a_before_hook_that_returns_nothing():
+    import asyncio
+
+    hooks = Hooks()
+
+    @hooks.before("Complete")
+    def broken(bindings):
+        bindings["x"] = 1  # forgot to return
+
+    with pytest.raises(TypeError, match="must return the bindings"):
+        asyncio.run(hooks.run_before("Complete", {}))

@@ -1,0 +1,73 @@
+"""The evaluation scenarios end to end, against recorded model answers.
+
+Each scenario runs a real embedded SyncServer, coded counterparts and the LLM
+agent; only the Anthropic API is replaced (tests/fixtures/llm). A scenario is
+judged by the finalized log, replayed through the protocol semantics.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from samples.llm import scenarios
+from tests.llm.fake import FakeModel, client
+
+ANTHROPIC_ONLY = pytest.mark.httpx_mock(should_mock=lambda r: r.url.host == "api.anthropic.com")
+
+
+def check(outcome: scenarios.Outcome, model: FakeModel) -> None:
+    assert outcome.success, (outcome.detail, model.unanswered)
+    assert not model.unanswered
+    assert outcome.violations == 0
+    assert outcome.report.rejections == 0
+    # The happy path: at most one call per action the agent performs, plus one to finish.
+    assert outcome.report.llm_calls <= outcome.report.actions + 1, outcome.report
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["purchase", "logistics", "concurrent", "flexible-urgent", "flexible-cheapest", "event"],
+)
+async def test_scenario(model, name):
+    model.script(name)
+    outcome = await scenarios.SCENARIOS[name].run(client=client(), model="claude-test")
+    check(outcome, model)
+
+
+@ANTHROPIC_ONLY
+async def test_ucp_checkout_through_the_proxy(model):
+    model.script("ucp")
+    outcome = await scenarios.ucp(client=client(), model="claude-test")
+    check(outcome, model)
+    names = [e.name for e in outcome.log]
+    assert names == ["Create", "Created", "Complete", "Completed"]
+    assert outcome.report.actions == 2
+
+
+async def test_purchase_picks_the_cheapest_quote(model):
+    model.script("purchase")
+    outcome = await scenarios.purchase(client=client(), model="claude-test")
+    check(outcome, model)
+    [accept] = [e for e in outcome.log if e.name == "Accept"]
+    assert (accept["chosen"], accept["price"]) == ("cheap-pen", 4)
+    assert outcome.report.status == "done"
+
+
+async def test_flexible_branch_follows_the_goal(model):
+    model.script("flexible-urgent")
+    urgent = await scenarios.flexible("urgent", client=client(), model="claude-test")
+    names = {e.name for e in urgent.log}
+    assert "ExpressDeliveryRequest" in names and "StandardDeliveryRequest" not in names
+
+
+async def test_event_mid_enactment_starts_a_second_purchase(model):
+    model.script("event")
+    outcome = await scenarios.event(client=client(), model="claude-test")
+    check(outcome, model)
+    bought = {e["item"] for e in outcome.log if e.name == "RFQ"}
+    assert bought == {"pen", "notebook"}
+    # The second request came while the pen's enactment was open, and was handled
+    # by the decision it woke (not by a new agent or a restart).
+    [woken] = [d for d in outcome.report.decisions if "external event E2" in d.reasons]
+    calls = {c["tool"]: c["input"] for c in woken.tool_calls}
+    assert calls["RFQ"]["for_event"] == "E2" and calls["RFQ"]["item"] == "notebook"
