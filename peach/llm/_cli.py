@@ -156,6 +156,15 @@ async def run_agent(
         raise UsageError("--syncserver needs --token (this agent's bearer token)")
     if args.embedded and args.token:
         raise UsageError("--token goes with --syncserver; an embedded server makes its own")
+    if args.transcript and not Path(args.transcript).parent.is_dir():
+        raise UsageError(
+            f"--transcript {args.transcript}: the folder {Path(args.transcript).parent} "
+            "does not exist"
+        )
+    for value, option in ((args.max_calls, "--max-calls"), (args.max_seconds, "--max-seconds"),
+                          (args.max_tokens, "--max-tokens")):
+        if value <= 0:
+            raise UsageError(f"{option} must be positive")
     budget = Budget(args.max_calls, args.max_seconds, args.max_tokens)
 
     async with contextlib.AsyncExitStack() as stack:
@@ -169,7 +178,14 @@ async def run_agent(
                 protocols, agents, mas=args.mas,
                 tokens={a: f"{a}-secret" for a in agents if a != name},
             )
-            url = await stack.enter_async_context(serve(create_app(server), port=args.port or None))
+            try:
+                url = await stack.enter_async_context(
+                    serve(create_app(server), port=args.port or None)
+                )
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot serve on port {args.port}: {exc.strerror or exc}"
+                ) from None
             stack.callback(server.close_streams)  # at exit, let peers' streams end at once
             executor: Any = LocalExecutor(server, mas=args.mas)
             print(f"strabo agent: SyncServer at {url}, MAS {args.mas!r}", flush=True)
@@ -180,11 +196,14 @@ async def run_agent(
             url = args.syncserver
             executor = SyncExecutor(url, token=args.token, mas=args.mas)
         adapters = [PeachAdapter(name, p, role, executor) for p, role in pairs]
-        agent = LLMAgent(
-            adapters, goal, client=client, model=args.model or DEFAULT_MODEL, budget=budget,
-            base_url=args.base_url, transcript=args.transcript, secrets=args.secret,
-            name=name,
-        )
+        try:
+            agent = LLMAgent(
+                adapters, goal, client=client, model=args.model or DEFAULT_MODEL, budget=budget,
+                base_url=args.base_url, transcript=args.transcript, secrets=args.secret,
+                name=name,
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         for adapter in adapters:
             adapter.listeners.append(_printer(name))
         for text in args.event:

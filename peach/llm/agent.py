@@ -10,6 +10,7 @@ Events arriving during a decision are folded into the next one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from langshaw import json_equal
 from peach.adapter import PeachAdapter
 from peach.errors import ActionRejected, BindError, ExecutorError
 from peach.feasible import FeasibleAction
@@ -76,6 +78,7 @@ class LLMAgent:
         confirm_done: bool = True,
         max_retries: int = 2,
         max_rounds: int = 6,
+        max_tools: int = 60,
         max_tokens: int = 1024,
         timeout: float = 60.0,
         transcript: str | Path | None = None,
@@ -109,6 +112,12 @@ class LLMAgent:
         self.max_tokens = max_tokens
         self.timeout = timeout
         self.transcript_path = Path(transcript) if transcript else None
+        if self.transcript_path is not None and not self.transcript_path.parent.is_dir():
+            raise ValueError(
+                f"transcript {self.transcript_path}: the folder "
+                f"{self.transcript_path.parent} does not exist"
+            )
+        self.max_tools = max_tools
         self.prompt_limit = prompt_limit
         provided = {a for action in self.hooks.actions for a in self.hooks.provided(action)}
         self.redactor = Redactor({*secrets, *provided})
@@ -124,6 +133,7 @@ class LLMAgent:
         self._own_reasons: list[str] = []  # enabled by the agent's own actions, this decision
         self._deciding = False
         self._waited = False
+        self._task: asyncio.Future[None] | None = None
         self._wake = asyncio.Event()
         self._labels: dict[tuple[str, tuple[Any, ...]], str] = {}
         self._mine: set[tuple[int, tuple[Any, ...]]] = set()  # (adapter index, root)
@@ -139,7 +149,7 @@ class LLMAgent:
     async def inject(self, event: Mapping[str, Any] | str) -> str:
         """Add an external event (a dict or text); returns its id. Safe from any task."""
         self._event_count += 1
-        item = Event(f"E{self._event_count}", event)
+        item = Event(f"ev{self._event_count}", event)
         self._events.append(item)
         self._trigger(f"external event {item.id}")
         return item.id
@@ -147,6 +157,8 @@ class LLMAgent:
     def stop(self, reason: str = "stopped") -> None:
         """Ask the run to end after the current decision."""
         self._stop = _Stop("stopped", reason)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()  # a decision in progress ends now; what it did stands
         self._wake.set()
 
     # The run --------------------------------------------------------------------------
@@ -225,7 +237,7 @@ class LLMAgent:
             self._deciding, self._waited, self._own_reasons = True, False, []
             acted = self.report.actions
             try:
-                await self._decide(reasons, force=finishing or "start" in reasons)
+                await self._bounded(self._decide(reasons, force=finishing or "start" in reasons))
             finally:
                 self._deciding = False
             if finishing and self.report.actions > acted:
@@ -237,6 +249,30 @@ class LLMAgent:
                 raise self._stop
             if self._all_complete() and not self._events:
                 self._wake.set()  # the next turn of the loop finishes
+
+    async def _bounded(self, decision: Awaitable[None]) -> None:
+        """Run one decision within the wall-time budget; ``stop()`` cancels it."""
+        remaining = self.budget.max_seconds - (time.monotonic() - self._started_at)
+        task = self._task = asyncio.ensure_future(decision)
+        try:
+            finished, _ = await asyncio.wait({task}, timeout=max(remaining, 0.0))
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            self._task = None
+        if not finished:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise _Stop(
+                "budget",
+                f"wall time budget of {self.budget.max_seconds:g} s used up "
+                f"(during decision {self._decision})",
+            )
+        if task.cancelled():
+            raise self._stop or _Stop("stopped", "the decision was cancelled")
+        task.result()
 
     def _end(self, status: str, reason: str) -> None:
         self.report.status = status
@@ -262,6 +298,7 @@ class LLMAgent:
                 if entry.performer in self._names:
                     self._mine.add((index, root))
                 elif entry.instance.name in self._waiting_for:
+                    self._waiting_for.discard(entry.instance.name)  # woken once per wait
                     self._trigger(
                         f"{entry.instance.name} by {entry.performer} in "
                         f"{self._label(adapter, root)}"
@@ -293,14 +330,32 @@ class LLMAgent:
     # Offers ---------------------------------------------------------------------------
 
     def offers(self) -> list[Offer]:
-        """What the agent may do now, as tools (in a stable order)."""
-        found: list[tuple[PeachAdapter, FeasibleAction, str]] = []
-        for adapter in self.adapters:
+        """What the agent may do now, as tools (in a stable order): first in the
+        enactments it is in, then in others open to it, then new enactments; at
+        most ``max_tools``. In an enactment where another agent already plays the
+        same role, only actions opening a scope of the agent's own are offered."""
+        mine: list[tuple[PeachAdapter, FeasibleAction, str]] = []
+        open_: list[tuple[PeachAdapter, FeasibleAction, str]] = []
+        new: list[tuple[PeachAdapter, FeasibleAction, str]] = []
+        for index, adapter in enumerate(self.adapters):
             for root in adapter.enactments():
-                for feasible in adapter.enabled(root):
-                    found.append((adapter, feasible, self._label(adapter, root)))
-            for feasible in adapter.initiating():
-                found.append((adapter, feasible, "new"))
+                enabled = adapter.enabled(root)
+                if not enabled:
+                    continue
+                label = self._label(adapter, root)
+                if (index, root) in self._mine:
+                    mine.extend((adapter, feasible, label) for feasible in enabled)
+                    continue
+                # Another agent's enactment, unless it opens a scope of the agent's
+                # own (a competing seller's quote, say).
+                taken = self._taken(adapter, root)
+                open_.extend(
+                    (adapter, feasible, label)
+                    for feasible in enabled
+                    if feasible.new_keys or not taken
+                )
+            new.extend((adapter, feasible, "new") for feasible in adapter.initiating())
+        found = [*mine, *open_][: max(self.max_tools - len(new), 0)] + new
         names = tool_names([(a, f) for a, f, _ in found], self._several)
         return [
             Offer(
@@ -312,6 +367,12 @@ class LLMAgent:
             )
             for name, (adapter, feasible, label) in zip(names, found, strict=True)
         ]
+
+    def _taken(self, adapter: PeachAdapter, root: tuple[Any, ...]) -> bool:
+        return any(
+            instance.action.actor == adapter.role and who not in self._names
+            for _, instance, who in adapter.history(root)
+        )
 
     def _enactments(self, offers: Sequence[Offer]) -> list[tuple[str, PeachAdapter, tuple]]:
         """The enactments to show: those the agent is in, and any other where it may act."""
@@ -330,7 +391,7 @@ class LLMAgent:
     def prompt(self, reasons: Sequence[str] = (), offers: Sequence[Offer] | None = None) -> str:
         """The user prompt the next decision would get now (secrets replaced)."""
         offers = self.offers() if offers is None else offers
-        return user_prompt(
+        text = user_prompt(
             number=self._decision or 1,
             reasons=reasons,
             enactments=self._enactments(offers),
@@ -342,6 +403,7 @@ class LLMAgent:
             me=self._names,
             limit=self.prompt_limit,
         )
+        return self.redactor.text(text)
 
     async def _decide(self, reasons: list[str], force: bool = False) -> None:
         offers = self.offers()
@@ -352,7 +414,7 @@ class LLMAgent:
             log.debug("%s: nothing to decide (%s)", self.name, "; ".join(reasons))
             return
         self._decision += 1
-        log.info("%s: decision %d: %s", self.name, self._decision, "; ".join(reasons))
+        log.info("%s: decision %d (llm): %s", self.name, self._decision, "; ".join(reasons))
         record = DecisionRecord(self._decision, "llm", list(reasons))
         self.report.decisions.append(record)
         by_tool = {o.tool: o for o in offers}
@@ -364,10 +426,10 @@ class LLMAgent:
         ]
         prompt = self.prompt(reasons, offers)
         self._outcomes = []
-        self._waiting_for = set()
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         entry: dict[str, Any] = {"decision": self._decision, "reasons": reasons, "rounds": []}
         self._transcript.append(entry)
+        acted = self.report.actions
         failures = 0
         for _ in range(self.max_rounds):
             try:
@@ -375,7 +437,9 @@ class LLMAgent:
             except _Stop:
                 raise
             except Exception as exc:  # the API failed (after the SDK's own retries)
-                await self._without_model(record, f"the model could not be reached: {exc}")
+                self.report.failed_calls += 1
+                reason = self.redactor.text(f"the model could not be reached: {exc}")
+                await self._without_model(record, reason, acted)
                 return
             record.calls += 1
             uses = [b for b in response.content if getattr(b, "type", None) == "tool_use"]
@@ -386,32 +450,36 @@ class LLMAgent:
             if invalid or any(r["error"] for r in results):
                 failures += 1
             if failures > self.max_retries:
-                if invalid:
-                    await self._without_model(
-                        record, f"the model's tool calls stayed invalid after {failures} tries"
-                    )
-                return  # refused attempts changed nothing; the next event brings a new decision
+                reason = (
+                    f"the model's tool calls were still invalid or refused after {failures} tries"
+                )
+                await self._without_model(record, reason, acted)
+                return
             # Feed the results back (a local tool's answer, an error, a refusal) and go on.
             messages.append({"role": "assistant", "content": _echo(response.content)})
             messages.append({"role": "user", "content": _tool_results(results)})
+        reason = f"the model did not settle the decision in {self.max_rounds} rounds"
+        await self._without_model(record, reason, acted)
 
     async def _call(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], entry: dict[str, Any]
     ) -> Any:
         self._check_budget()
         # Last line of defence: whatever was assembled, no secret leaves the process.
-        messages = self.redactor.scrub(messages)
-        tools = self.redactor.scrub(tools)
+        messages = [_scrub_message(m, self.redactor) for m in messages]
+        tools = [{**t, "description": self.redactor.text(t["description"])} for t in tools]
         entry["rounds"].append(
             {"prompt": messages[-1]["content"], "tools": [t["name"] for t in tools]}
         )
+        remaining = self.budget.max_seconds - (time.monotonic() - self._started_at)
         response = await self.client.messages.create(
             model=self.model,
             max_tokens=self.max_tokens,
-            system=self._system,
+            system=self.redactor.text(self._system),
             messages=messages,
             tools=tools,
             tool_choice={"type": "any"},
+            timeout=max(min(self.timeout, remaining), 1.0),
         )
         self.report.llm_calls += 1
         usage = getattr(response, "usage", None)
@@ -423,7 +491,7 @@ class LLMAgent:
 
     def _check_budget(self) -> None:
         budget, report = self.budget, self.report
-        if report.llm_calls >= budget.max_calls:
+        if report.llm_calls + report.failed_calls >= budget.max_calls:
             raise _Stop("budget", f"LLM call budget of {budget.max_calls} used up")
         if report.input_tokens + report.output_tokens >= budget.max_tokens:
             raise _Stop("budget", f"token budget of {budget.max_tokens} used up")
@@ -434,34 +502,38 @@ class LLMAgent:
         self, uses: list[Any], by_tool: dict[str, Offer], record: DecisionRecord
     ) -> tuple[list[dict[str, Any]], bool, bool]:
         """Carry out the model's tool calls. Returns the results, whether any call
-        was invalid (to retry), and whether the decision is settled (an action
-        done, wait or done called) so that no further call is needed."""
+        was invalid, and whether the decision is settled: something was done (an
+        action, wait, done, a dismissal), nothing failed, and no answer (a local
+        tool's, a recall) is waiting to be read."""
         results: list[dict[str, Any]] = []
         invalid = False
         settled = False
+        answers = False
+        stopping = False
         for use in uses:
             name, arguments = use.name, dict(use.input or {})
             record.tool_calls.append({"tool": name, "input": self.redactor.bindings(arguments)})
+            error = False
             try:
-                if name in by_tool:
+                if stopping:
+                    text = "ignored: done was called before"
+                elif name in by_tool:
                     text, ok = await self.perform_offer(by_tool[name], arguments)
                     error = not ok
                     settled = settled or ok
                 elif name == "wait":
-                    self._waiting_for = set(arguments.get("for_actions") or [])
-                    self._waited = True
-                    text, error, settled = "waiting", False, True
+                    text = self._wait(arguments)
+                    settled = True
                 elif name == "done":
                     self._stop = _Stop("done", arguments.get("summary") or "the model called done")
-                    text, error, settled = "stopping", False, True
+                    text, settled, stopping = "stopping", True, True
                 elif name == "memory":
-                    text, error = self._memory(arguments), False
+                    text = self._memory(arguments)
+                    answers = answers or arguments.get("op") == "recall"
                 elif name == "dismiss_event":
-                    text, error = self._dismiss(arguments), False
-                    settled = True
+                    text, settled = self._dismiss(arguments), True
                 elif name in self.tools:
-                    result = await self.tools[name].call(arguments)
-                    text, error = compact(result, 4000), False
+                    text, answers = compact(await self.tools[name].call(arguments), 4000), True
                 else:
                     text, error = (
                         f"there is no tool {name!r} now (it may no longer be enabled)",
@@ -470,16 +542,39 @@ class LLMAgent:
                     invalid = True
             except _InvalidCall as exc:
                 text, error, invalid = str(exc), True, True
-            except Exception as exc:  # a local tool or hook failed: say so to the model
-                text = self.redactor.text(f"{name} failed: {type(exc).__name__}: {exc}")
-                log.warning("%s: %s", self.name, text)
+            except Exception as exc:  # a local tool failed: say so to the model
+                text = f"{name} failed: {type(exc).__name__}: {exc}"
                 error = True
+                log.warning("%s: %s", self.name, self.redactor.text(text))
+            text = self.redactor.text(text)
             record.outcomes.append(f"{name}: {text}")
             self._outcomes.append(f"{name}: {text}")
             results.append({"id": use.id, "content": text, "error": error})
         if not uses:
             invalid = True
-        return results, invalid, settled and not any(r["error"] for r in results)
+        failed = any(r["error"] for r in results)
+        return results, invalid, settled and (stopping or not (failed or answers))
+
+    def _wait(self, arguments: Mapping[str, Any]) -> str:
+        names = arguments.get("for_actions") or []
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise _InvalidCall("wait: for_actions must be a list of action names")
+        known = {a for adapter in self.adapters for a in adapter.protocol.actions}
+        prefixes = tuple(f"{a.protocol.name}_" for a in self.adapters)
+        waited = set()
+        for name in names:  # a tool-style name (Purchase_Quote) means the action Quote
+            bare = next((name[len(p) :] for p in prefixes if name.startswith(p)), name)
+            if bare not in known:
+                raise _InvalidCall(
+                    f"wait: no protocol of yours has an action {name!r} "
+                    f"(actions: {', '.join(sorted(known))})"
+                )
+            waited.add(bare)
+        self._waiting_for = waited
+        self._waited = True
+        return f"waiting for {', '.join(sorted(waited))}" if waited else "waiting"
 
     async def perform_offer(self, offer: Offer, arguments: Mapping[str, Any]) -> tuple[str, bool]:
         """Bind and attempt an offered action with the model's arguments."""
@@ -518,21 +613,24 @@ class LLMAgent:
             )
         action = feasible.name
         given = dict(bindings)
-        bindings = await self.hooks.run_before(action, given)
-        for attribute in self.hooks.provided(action):
-            if attribute in bindings:
+        try:
+            bindings = await self.hooks.run_before(action, given)
+        except Exception as exc:  # its message may hold what it was fetching: not shown
+            log.warning("%s: a before hook for %s failed (%s)", self.name, action,
+                        type(exc).__name__)
+            return f"{action} was not attempted: a before hook failed ({type(exc).__name__})", False
+        changed = sorted(
+            k for k in bindings if k not in given or not json_equal(given[k], bindings[k])
+        )
+        for attribute in {*changed, *self.hooks.provided(action)}:
+            if attribute in bindings:  # whatever a hook set is a secret
                 self.redactor.add_value(bindings[attribute])
         if action in self.hooks.actions:
-            changed = sorted(
-                k for k in {*given, *bindings} if k not in given or given[k] != bindings.get(k)
-            )
+            note = f"hooks set {', '.join(changed) or 'nothing'} (values not shown)"
+            log.info("%s: decision %d (hook): before %s: %s", self.name, self._decision, action,
+                     note)
             self.report.decisions.append(
-                DecisionRecord(
-                    self._decision,
-                    "hook",
-                    [f"before {action}"],
-                    outcomes=[f"hooks set {', '.join(changed) or 'nothing'} (values not shown)"],
-                )
+                DecisionRecord(self._decision, "hook", [f"before {action}"], outcomes=[note])
             )
         try:
             instance = feasible.bind_from(bindings)
@@ -595,14 +693,20 @@ class LLMAgent:
         self._events = [e for e in self._events if e.id != event]
         return f"dismissed {event}"
 
-    async def _without_model(self, record: DecisionRecord, reason: str) -> None:
-        """The model failed this decision: use the fallback policy, or stop."""
+    async def _without_model(self, record: DecisionRecord, reason: str, acted: int) -> None:
+        """The model failed this decision: use the fallback policy, or stop. If the
+        model already acted in this decision, that stands and the decision ends."""
         log.warning("%s: %s", self.name, reason)
+        record.outcomes.append(f"model failed: {reason}")
+        if self.report.actions > acted:
+            return  # what the model did stands; the next event brings a new decision
         if self.fallback is None:
             raise _Stop("error", f"{reason}; no fallback policy was given")
-        record.kind = "fallback"
-        record.outcomes.append(f"fallback: {reason}")
+        log.info("%s: decision %d (fallback): %s", self.name, record.number, reason)
+        fallback = DecisionRecord(record.number, "fallback", [reason])
+        self.report.decisions.append(fallback)
         self._transcript.append({"decision": record.number, "fallback": reason})
+        before = self.report.actions
         try:
             await self.fallback(self, reason)
         except _Stop:
@@ -610,6 +714,7 @@ class LLMAgent:
         except Exception as exc:
             text = self.redactor.text(f"{type(exc).__name__}: {exc}")
             raise _Stop("error", f"{reason}; the fallback policy failed too: {text}") from None
+        fallback.outcomes.append(f"{self.report.actions - before} action(s) performed")
 
     # Transcript ---------------------------------------------------------------------------
 
@@ -623,11 +728,36 @@ class LLMAgent:
         if self.transcript_path is None:
             return
         self._transcript.append({"report": str(self.report)})
-        self.transcript_path.write_text(json.dumps(self._transcript, indent=2, default=str))
+        # Secrets learned late are scrubbed from early entries too.
+        data = self.redactor.scrub(self._transcript)
+        try:
+            self.transcript_path.write_text(json.dumps(data, indent=2, default=str))
+        except OSError as exc:
+            log.error("%s: cannot write the transcript %s: %s", self.name, self.transcript_path,
+                      exc.strerror or exc)
 
 
 class _InvalidCall(Exception):
     """A tool call the agent cannot carry out as given (fed back to the model)."""
+
+
+def _scrub_message(message: dict[str, Any], redactor: Any) -> dict[str, Any]:
+    """A message with secrets replaced in its text and tool inputs only (never in
+    roles, block types, ids or names, which the API needs intact)."""
+    content = message["content"]
+    if isinstance(content, str):
+        return {**message, "content": redactor.text(content)}
+    blocks = []
+    for block in content:
+        block = dict(block)
+        if block.get("type") == "text":
+            block["text"] = redactor.text(block["text"])
+        elif block.get("type") == "tool_result" and isinstance(block.get("content"), str):
+            block["content"] = redactor.text(block["content"])
+        elif block.get("type") == "tool_use":
+            block["input"] = redactor.scrub(block.get("input") or {})
+        blocks.append(block)
+    return {**message, "content": blocks}
 
 
 def _tool_results(results: list[dict[str, Any]]) -> list[dict[str, Any]] | str:

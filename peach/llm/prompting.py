@@ -12,6 +12,7 @@ to parse. Secret values are replaced before anything is shown.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,17 +66,19 @@ class Redactor:
     """Replaces secrets in anything shown to the model or written to a log.
 
     A secret is the value of a secret attribute (by name: ``payment_data``, say)
-    or a value a hook supplied. Besides whole values, the longer strings inside
-    them (a card token, a handler id) are scrubbed wherever they turn up, so a
-    secret echoed inside another value (a merchant's response) stays hidden too.
+    or a value a hook supplied. Besides whole values, the strings inside them
+    (a card token, the last digits) are scrubbed wherever they turn up as whole
+    words, so a secret echoed inside another value (a merchant's response, an
+    error message) stays hidden too.
     """
 
-    MIN_SCRUBBED = 6  # shorter strings ('card', 'USD') are too common to hide everywhere
+    MIN_SCRUBBED = 4  # shorter pieces ('US', '1') would hide half of everything
 
     def __init__(self, attributes: Iterable[str] = ()) -> None:
         self.attributes = set(attributes)
         self.values: list[Any] = []
         self.strings: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
 
     def add_value(self, value: Any) -> None:
         if value is None or isinstance(value, bool) or value in ("", 0):
@@ -83,14 +86,12 @@ class Redactor:
         if not any(json_equal(value, known) for known in self.values):
             self.values.append(value)
         for leaf in _leaves(value):
-            if isinstance(leaf, str) and len(leaf) >= self.MIN_SCRUBBED:
-                self.strings.add(leaf)
-            elif (
-                isinstance(leaf, int | float)
-                and not isinstance(leaf, bool)
-                and len(str(leaf)) >= self.MIN_SCRUBBED
-            ):
-                self.strings.add(str(leaf))
+            if isinstance(leaf, bool) or not isinstance(leaf, str | int | float):
+                continue
+            text = str(leaf).strip()
+            if len(text) >= self.MIN_SCRUBBED and text not in self.strings:
+                self.strings.add(text)
+                self._pattern = None
 
     def value(self, attribute: str, value: Any) -> Any:
         if attribute in self.attributes:
@@ -116,10 +117,15 @@ class Redactor:
         return value
 
     def text(self, text: str) -> str:
-        for secret in sorted(self.strings, key=len, reverse=True):
-            if secret in text:
-                text = text.replace(secret, SECRET)
-        return text
+        if not self.strings:
+            return text
+        if self._pattern is None:
+            alternatives = "|".join(
+                re.escape(s) for s in sorted(self.strings, key=len, reverse=True)
+            )
+            # Whole words only: the secret '1234' hides '1234', not part of '912345'.
+            self._pattern = re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
+        return self._pattern.sub(SECRET, text)
 
 
 def _leaves(value: Any) -> Iterable[Any]:
@@ -308,7 +314,8 @@ def user_prompt(
 ) -> str:
     """The prompt of one decision, at most ``limit`` characters: beyond that, the
     oldest complete enactments are summarized in one line, then the oldest
-    history entries are dropped."""
+    history entries are dropped, then the middle is cut. What the agent may do
+    now comes last and is kept whole."""
     head = [f"Decision {number}. Why now: {'; '.join(reasons) or 'start'}."]
     if events:
         head.append("Pending external events:")
@@ -349,26 +356,25 @@ def user_prompt(
                 if k not in instance.action.dependencies and k not in keys
             }
             lines.append(f"    {instance.name} by {who}: {compact(redactor.bindings(bound))}")
-        mine = by_label.get(label, [])
-        if mine:
-            lines.append(
-                "  you may now: "
-                + "; ".join(f"{o.tool} (binds {', '.join(o.asks) or 'nothing'})" for o in mine)
-            )
         return lines
 
     def build(full_for: set[str]) -> str:
         body = list(head)
-        body.append("Enactments you are in:" if enactments else "You are in no enactment yet.")
+        body.append(
+            "Enactments you are in or may join:" if enactments else "You are in no enactment yet."
+        )
         for label, adapter, root in enactments:
             body.extend(section(label, adapter, root, label in full_for))
         return "\n".join(body)
 
-    starts = by_label.get("new", [])
-    tail = [
-        "You may start new enactments with: "
-        + "; ".join(f"{o.tool} (binds {', '.join(o.asks) or 'nothing'})" for o in starts)
-    ] if starts else []
+    # What the agent may do now comes last and is never cut.
+    tail = ["What you may do now (your tools):"] if offers else ["Nothing is enabled for you now."]
+    for label, group in by_label.items():
+        where = "new enactment" if label == "new" else label
+        tail.append(
+            f"  {where}: "
+            + "; ".join(f"{o.tool} (binds {', '.join(o.asks) or 'nothing'})" for o in group)
+        )
     tail.append(
         "Decide now: call the tools for what you do (wait if nothing, done if the "
         "goal is achieved)."

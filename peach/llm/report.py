@@ -12,7 +12,9 @@ class LLMError(Exception):
 
 @dataclass
 class DecisionRecord:
-    """One decision: ``kind`` is 'llm', 'fallback' or 'finish'; what it did."""
+    """One decision and what it did. ``kind`` is 'llm' (the model decided),
+    'fallback' (the coded policy did, after the model failed) or 'hook' (before
+    hooks ran on an action); ``number`` is the decision it belongs to."""
 
     number: int
     kind: str
@@ -30,6 +32,7 @@ class AgentReport:
     status: str
     reason: str
     llm_calls: int = 0
+    failed_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     actions: int = 0
@@ -42,8 +45,10 @@ class AgentReport:
         return self.status in ("done", "complete")
 
     def __str__(self) -> str:
+        failed = f" (+{self.failed_calls} failed)" if self.failed_calls else ""
         return (
-            f"{self.status}: {self.reason} ({self.llm_calls} LLM calls, {self.actions} actions, "
+            f"{self.status}: {self.reason} ({self.llm_calls} LLM calls{failed}, "
+            f"{self.actions} actions, "
             f"{self.rejections} rejected, {self.input_tokens + self.output_tokens} tokens, "
             f"{self.seconds:.1f} s)"
         )

@@ -3,6 +3,7 @@ mistakes fed back, API failures, budgets, secrets, prompts, local tools, memory.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -59,7 +60,7 @@ async def test_tool_calls_invalid_after_retries_stop_with_a_clear_error(model):
     ]
     outcome = await scenarios.purchase(client=client(), model="claude-test", max_retries=1)
     assert outcome.report.status == "error"
-    assert "stayed invalid after 2 tries" in outcome.report.reason
+    assert "still invalid or refused after 2 tries" in outcome.report.reason
     assert "no fallback policy" in outcome.report.reason
     assert len(model.requests) == 2
     assert outcome.log == []
@@ -86,9 +87,10 @@ async def test_api_failure_uses_the_fallback_policy(model, failure, says):
     outcome = await scenarios.purchase(client=client(), model="claude-test", fallback=fallback)
     assert outcome.success, (outcome.detail, model.unanswered)
     assert len(reasons) == 1 and says in reasons[0].lower()
-    kinds = [d.kind for d in outcome.report.decisions]
-    assert kinds[0] == "fallback" and kinds[1:] == ["llm", "llm"]
-    assert outcome.report.llm_calls == 2  # the failed call is not counted as made
+    kinds = [(d.number, d.kind) for d in outcome.report.decisions]
+    assert kinds == [(1, "llm"), (1, "fallback"), (2, "llm"), (3, "llm")]
+    assert outcome.report.decisions[0].outcomes[-1].startswith("model failed: ")
+    assert (outcome.report.llm_calls, outcome.report.failed_calls) == (2, 1)
 
 
 async def test_api_failure_without_fallback_stops_with_a_clear_error(model):
@@ -149,6 +151,63 @@ async def test_token_budget(model):
     assert outcome.report.llm_calls == 2
 
 
+def blocking_tool(entered: asyncio.Event):
+    @tool("slow_lookup", "Look something up (never answers)", {"type": "object"})
+    async def slow_lookup() -> str:
+        entered.set()
+        await asyncio.Event().wait()  # a service that hangs
+        return "never"
+
+    return slow_lookup
+
+
+HANGING = [
+    {"when": {"prompt_has": ["You are in no enactment yet"]},
+     "content": [{"type": "tool_use", "name": "slow_lookup", "input": {}}]},
+]
+
+
+async def test_wall_time_budget_ends_a_decision_that_hangs(model):
+    model.answers = HANGING
+    entered = asyncio.Event()
+    outcome = await scenarios.purchase(
+        client=client(), model="claude-test", tools=[blocking_tool(entered)],
+        budget=Budget(max_seconds=0.5),
+    )
+    assert entered.is_set()
+    assert outcome.report.status == "budget"
+    assert outcome.report.reason == "wall time budget of 0.5 s used up (during decision 1)"
+
+
+async def test_stop_ends_a_decision_in_progress(model):
+    model.answers = HANGING
+    entered = asyncio.Event()
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    async with SyncServer.embedded([protocol], {"buyer": ["Buyer"]}) as server:
+        adapter = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
+        agent = LLMAgent([adapter], "buy", client=client(), tools=[blocking_tool(entered)])
+        run = asyncio.ensure_future(agent.run())
+        await asyncio.wait_for(entered.wait(), 10)
+        agent.stop("the user changed their mind")
+        report = await asyncio.wait_for(run, 10)
+    assert (report.status, report.reason) == ("stopped", "the user changed their mind")
+
+
+async def test_wait_accepts_tool_style_names_and_rejects_unknown_ones():
+    purchase = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    logistics = LangshawProtocol.load(PROTOCOLS / "logistics.lsh")
+    server = SyncServer.embedded([purchase, logistics], {"me": ["Buyer", "Merchant"]})
+    adapters = [PeachAdapter("me", purchase, "Buyer", LocalExecutor(server)),
+                PeachAdapter("me", logistics, "Merchant", LocalExecutor(server))]
+    agent = LLMAgent(adapters, "goal", client=object())
+    assert agent._wait({"for_actions": ["Purchase_Quote", "Packed"]}) == (
+        "waiting for Packed, Quote"
+    )
+    assert agent._wait({"for_actions": "Deliver"}) == "waiting for Deliver"
+    with pytest.raises(Exception, match="no protocol of yours has an action 'Shipped'"):
+        agent._wait({"for_actions": ["Shipped"]})
+
+
 @pytest.mark.httpx_mock(assert_all_responses_were_requested=False)
 async def test_no_call_when_nothing_is_enabled_and_no_event(model):
     """A Seller with no request to quote on has nothing to decide: it makes no
@@ -168,9 +227,9 @@ async def test_no_call_when_nothing_is_enabled_and_no_event(model):
 async def test_an_event_wakes_an_idle_agent(model):
     model.answers = [
         {
-            "when": {"prompt_has": ["[E1]", "nothing to sell"], "has": ["dismiss_event"]},
+            "when": {"prompt_has": ["[ev1]", "nothing to sell"], "has": ["dismiss_event"]},
             "content": [
-                {"type": "tool_use", "name": "dismiss_event", "input": {"event_id": "E1"}},
+                {"type": "tool_use", "name": "dismiss_event", "input": {"event_id": "ev1"}},
                 {"type": "tool_use", "name": "done", "input": {"summary": "nothing to do"}},
             ],
         }
@@ -181,7 +240,7 @@ async def test_an_event_wakes_an_idle_agent(model):
         agent = LLMAgent([adapter], "quote on requests", client=client())
         event_id = await agent.inject("nothing to sell today")
         report = await agent.run()
-    assert event_id == "E1"
+    assert event_id == "ev1"
     assert report.status == "done", model.unanswered
     assert len(model.requests) == 1
 
@@ -236,9 +295,47 @@ async def test_secret_attributes_are_redacted_by_name(model):
         client=client(), model="claude-test", secrets=["address"]
     )
     assert outcome.success
-    prompts = "\n".join(model.prompts())
-    assert "[secret]" in prompts
-    assert all("Raleigh" not in prompt for prompt in model.prompts())
+    # The address is first bound by the model in Accept (decision 2); from then on
+    # it is a secret everywhere, the system prompt (whose goal holds it) included.
+    after = model.raw[2:]
+    assert after and all(b"Raleigh" not in body for body in after)
+    assert b"[secret]" in after[0]
+
+
+async def test_values_set_by_hooks_are_secret_even_when_not_declared(model, caplog):
+    model.script("purchase")
+    caplog.set_level(logging.DEBUG)
+    hooks = Hooks()
+
+    @hooks.before("Accept")
+    def vault_address(bindings):
+        return {**bindings, "address": "VAULT-ADDRESS-4242"}
+
+    outcome = await scenarios.purchase(client=client(), model="claude-test", hooks=hooks)
+    assert outcome.success, (outcome.detail, model.unanswered)
+    [accept] = [e for e in outcome.log if e.name == "Accept"]
+    assert accept["address"] == "VAULT-ADDRESS-4242"
+    assert all(b"VAULT-ADDRESS-4242" not in body for body in model.raw)
+    assert "VAULT-ADDRESS-4242" not in caplog.text
+
+
+async def test_a_failing_before_hook_is_reported_without_its_message(model):
+    model.script("purchase")
+    hooks = Hooks()
+
+    @hooks.before("Accept")
+    def broken(bindings):
+        raise RuntimeError("vault said: token tok_SECRET_99 expired")
+
+    outcome = await scenarios.purchase(client=client(), model="claude-test", hooks=hooks,
+                                       max_retries=0, budget=Budget(max_calls=3))
+    bodies = b"".join(model.raw)
+    assert b"a before hook failed (RuntimeError)" in bodies or any(
+        "a before hook failed (RuntimeError)" in o
+        for d in outcome.report.decisions for o in d.outcomes
+    )
+    assert b"tok_SECRET_99" not in bodies
+    assert not any(e.name == "Accept" for e in outcome.log)
 
 
 # Prompts -------------------------------------------------------------------------------
@@ -282,27 +379,72 @@ async def test_tool_schema_is_what_the_role_binds(model):
     assert model.requests[0]["tool_choice"] == {"type": "any"}
 
 
-async def test_prompt_size_is_bounded():
+async def quoted_enactments(server, protocol, count: int, item_length: int = 80,
+                            name: str = "buyer"):
+    """``count`` purchases by ``name``, each quoted by 'cheap': Accept and Reject
+    are then enabled for the buyer in every one."""
+    buyer = PeachAdapter(name, protocol, "Buyer", LocalExecutor(server))
+    seller = PeachAdapter("cheap", protocol, "Seller", LocalExecutor(server))
+    async with buyer, seller:
+        for n in range(count):
+            [rfq] = buyer.initiating()
+            [sent] = await buyer.attempt([rfq.bind(item=f"item {n} " + "x" * item_length,
+                                                   budget=n)])
+            await seller.sync()
+            [quote] = seller.enabled(sent.keys)
+            await seller.attempt([quote.bind(price=n)])
+        await buyer.sync()
+    return buyer
+
+
+async def test_prompt_size_is_bounded_and_keeps_every_offer():
     protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
     agents = {"buyer": ["Buyer"], "cheap": ["Seller"]}
     async with SyncServer.embedded([protocol], agents) as server:
-        buyer = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
-        seller = PeachAdapter("cheap", protocol, "Seller", LocalExecutor(server))
-        async with buyer, seller:
-            for n in range(40):
-                [rfq] = buyer.initiating()
-                [sent] = await buyer.attempt([rfq.bind(item=f"item {n} " + "x" * 80, budget=n)])
-                await buyer.sync()
-                await seller.sync()
-                [quote] = seller.enabled(sent.keys)
-                await seller.attempt([quote.bind(price=n)])
-            await buyer.sync()
-            agent = LLMAgent([buyer], "buy things", client=object(), prompt_limit=3000)
-            prompt = agent.prompt(["test"])
-    assert len(prompt) <= 3000
+        buyer = await quoted_enactments(server, protocol, 20)
+        agent = LLMAgent([buyer], "buy things", client=object(), prompt_limit=4000)
+        offers = agent.offers()
+        prompt = agent.prompt(["test"])
+    assert len(offers) == 41  # Accept and Reject in 20 enactments, and RFQ
+    assert len(prompt) <= 4000
+    assert "more not shown" in prompt or "earlier actions not shown" in prompt
+    assert prompt.startswith("Decision 1. Why now: test.")
     assert prompt.endswith("goal is achieved).")
-    assert "more not shown" in prompt
-    assert "Decision 1. Why now: test." in prompt
+    for offer in offers:  # what the agent may do is never cut
+        assert offer.tool in prompt, offer.tool
+
+
+async def test_tools_are_capped_and_new_enactments_stay_offered():
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    agents = {"buyer": ["Buyer"], "cheap": ["Seller"]}
+    async with SyncServer.embedded([protocol], agents) as server:
+        buyer = await quoted_enactments(server, protocol, 12, item_length=0)
+        agent = LLMAgent([buyer], "buy things", client=object(), max_tools=9)
+        offers = agent.offers()
+    assert len(offers) == 9
+    assert offers[-1].feasible.name == "RFQ" and offers[-1].label == "new"
+
+
+async def test_enactments_of_another_agent_in_the_same_role_are_not_offered():
+    """Another buyer's purchase is its own; but a seller may always open a quote
+    of its own where a competitor has quoted."""
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    agents = {"buyer": ["Buyer"], "other": ["Buyer"], "cheap": ["Seller"], "dear": ["Seller"]}
+    async with SyncServer.embedded([protocol], agents) as server:
+        await quoted_enactments(server, protocol, 1, name="other")
+        mine = await quoted_enactments(server, protocol, 1, name="buyer")
+        dear = PeachAdapter("dear", protocol, "Seller", LocalExecutor(server))
+        async with mine, dear:
+            own = {
+                root[0] for root in mine.enactments()
+                if mine.history(root)[0][2] == "buyer"
+            }
+            buyer_offers = LLMAgent([mine], "buy", client=object()).offers()
+            seller_offers = LLMAgent([dear], "sell", client=object()).offers()
+    accepts = [o.feasible.keys["ID"] for o in buyer_offers if o.feasible.name == "Accept"]
+    assert len(own) == 1 and accepts == list(own)  # not the other buyer's purchase
+    # 'dear' may quote in both purchases, though 'cheap' quoted in each.
+    assert sum(o.feasible.name == "Quote" for o in seller_offers) == 2
 
 
 # Local tools and memory ------------------------------------------------------------------

@@ -63,6 +63,11 @@ def test_help_explains_the_command():
          "cannot read nope.lsh: no such file"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--peer", "seller"], "--peer 'seller': write NAME=ROLE"),
+        (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
+          "--transcript", "/nonexistent/t.json"],
+         "--transcript /nonexistent/t.json: the folder /nonexistent does not exist"),
+        (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
+          "--max-calls", "0"], "--max-calls must be positive"),
     ],
 )
 def test_usage_errors_are_explained(args, message):
@@ -72,6 +77,20 @@ def test_usage_errors_are_explained(args, message):
     assert "Traceback" not in result.stderr
     expected = message or "no Anthropic API key: set ANTHROPIC_API_KEY"
     assert expected in result.stderr
+
+
+def test_a_busy_port_is_a_clear_error():
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = strabo_agent("--protocol", PURCHASE, "--role", "Buyer", "--goal", "x",
+                              "--embedded", "--port", str(port))
+    assert result.returncode == 2
+    assert f"strabo agent: cannot serve on port {port}: Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_an_invalid_protocol_file_is_reported_with_its_position(tmp_path):

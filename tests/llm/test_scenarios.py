@@ -68,6 +68,6 @@ async def test_event_mid_enactment_starts_a_second_purchase(model):
     assert bought == {"pen", "notebook"}
     # The second request came while the pen's enactment was open, and was handled
     # by the decision it woke (not by a new agent or a restart).
-    [woken] = [d for d in outcome.report.decisions if "external event E2" in d.reasons]
+    [woken] = [d for d in outcome.report.decisions if "external event ev2" in d.reasons]
     calls = {c["tool"]: c["input"] for c in woken.tool_calls}
-    assert calls["RFQ"]["for_event"] == "E2" and calls["RFQ"]["item"] == "notebook"
+    assert calls["RFQ"]["for_event"] == "ev2" and calls["RFQ"]["item"] == "notebook"
