@@ -33,7 +33,7 @@ sys.path[0] = str(ROOT)
 
 import httpx  # noqa: E402
 
-from bench.syncserver import process  # noqa: E402
+from bench.syncserver import process, syncserver_command  # noqa: E402
 from langshaw import ActionInstance, LangshawProtocol  # noqa: E402
 from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
 from proxy import ProxyRequest  # noqa: E402
@@ -251,20 +251,7 @@ async def main(quick: bool) -> None:
                     *await compare(direct, embedded, n),
                 )
             )
-            sync_cmd = (
-                sys.executable,
-                "-m",
-                "strabo.cli",
-                "syncserver",
-                "--config",
-                str(_config(directory)),
-                "--db",
-                str(directory / "s.db"),
-                "--port",
-                "0",
-                "--log-level",
-                "warning",
-            )
+            sync_cmd = syncserver_command(_config(directory), directory / "s.db")
             async with process(*sync_cmd) as (shost, sport, _):
                 url = f"http://{shost}:{sport}"
                 over_http = Pipeline(

@@ -143,6 +143,14 @@ def rss(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+def syncserver_command(config: Path, db: Path) -> tuple[str, ...]:
+    """``strabo syncserver`` on a free port, quiet, for :func:`process`."""
+    return (
+        sys.executable, "-m", "strabo.cli", "syncserver", "--config", str(config),
+        "--db", str(db), "--port", "0", "--log-level", "warning",
+    )
+
+
 def config_file(directory: Path, agents: int) -> Path:
     lines = [f'[mas.bench]\nprotocols = ["{PROTOCOL}"]']
     for name in ("platform", "business", *(f"a{i}" for i in range(agents))):
@@ -340,32 +348,13 @@ async def main(quick: bool) -> None:
         directory = Path(tmp)
         config = config_file(directory, agents)
         echo_cmd = (sys.executable, str(ROOT / "bench" / "_servers.py"))
-        sync_cmd = (
-            sys.executable,
-            "-m",
-            "strabo.cli",
-            "syncserver",
-            "--config",
-            str(config),
-            "--db",
-            str(directory / "bench.db"),
-            "--port",
-            "0",
-            "--log-level",
-            "warning",
-        )
+        sync_cmd = syncserver_command(config, directory / "bench.db")
         async with process(*echo_cmd) as (ehost, eport, _), process(*sync_cmd) as (host, port, _):
             await latency((ehost, eport), (host, port), 400, "warm")
             echo_lat, sync_lat = await latency((ehost, eport), (host, port), n, "lat")
             echo_tput, sync_tput = await throughput((ehost, eport), (host, port), agents, seconds)
         async with process(
-            *sync_cmd[:-6],
-            "--db",
-            str(directory / "memory.db"),
-            "--port",
-            "0",
-            "--log-level",
-            "warning",
+            *syncserver_command(config, directory / "memory.db")
         ) as (host, port, pid):
             await memory(host, port, pid, 400, "warm")  # let the process settle first
             memory_actions = 20_000 if quick else 100_000

@@ -297,6 +297,10 @@ class Ledger:
             self._failed(pending, exc)
             self._begin_rebuild()
             return
+        self._settle(pending)
+
+    def _settle(self, pending: list[tuple[Batch, asyncio.Future[Batch]]]) -> None:
+        """The batches are committed: publish them and acknowledge their attempts."""
         for batch, future in pending:
             self._committed(batch)
             if not future.done():
@@ -341,10 +345,7 @@ class Ledger:
                     self._failed(pending, exc)
                     self._begin_rebuild()
                     return
-                for batch, future in pending:
-                    self._committed(batch)
-                    if not future.done():
-                        future.set_result(batch)
+                self._settle(pending)
         finally:
             self._writing = None
 

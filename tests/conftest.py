@@ -13,6 +13,17 @@ PROTOCOLS = ROOT / "protocols"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+# Create bindings for SimpleUCP tests that only need some checkout to exist.
+SIMPLE_CREATE = dict(
+    line_items=[],
+    currency="USD",
+    buyer=None,
+    payment_pref={},
+    discount_codes=None,
+    fulfillment_pref=None,
+)
+
+
 def load(name: str) -> LangshawProtocol:
     return LangshawProtocol.load(PROTOCOLS / name)
 

@@ -8,19 +8,12 @@ from typing import Any
 from langshaw import ActionInstance
 from peach import FeasibleAction, PeachAdapter, SyncExecutor
 from syncserver import SyncServer
-from tests.conftest import PROTOCOLS, load
+from tests.conftest import PROTOCOLS, SIMPLE_CREATE, load
 from tests.harness import until
 from tests.processes import LISTENING, spawn, strabo
 
 SIMPLE = load("atomic-ucp.lsh")
-CREATE = dict(
-    line_items=[],
-    currency="USD",
-    buyer=None,
-    payment_pref={},
-    discount_codes=None,
-    fulfillment_pref=None,
-)
+CREATE = SIMPLE_CREATE
 
 
 def write_config(tmp_path) -> Any:

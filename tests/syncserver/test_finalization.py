@@ -11,19 +11,12 @@ from langshaw import ActionInstance
 from peach import ActionRejected, ExecutorError, FeasibleAction, PeachAdapter
 from syncserver import SQLiteStore, SyncServer
 from syncserver.store import MemoryStore
-from tests.conftest import load
+from tests.conftest import SIMPLE_CREATE, load
 from tests.harness import Harness, until
 
 SIMPLE = load("atomic-ucp.lsh")
 PURCHASE = load("purchase.lsh")
-CREATE = dict(
-    line_items=[],
-    currency="USD",
-    buyer=None,
-    payment_pref={},
-    discount_codes=None,
-    fulfillment_pref=None,
-)
+CREATE = SIMPLE_CREATE
 CREATED = dict(totals=[], payment={}, discounts=None, fulfillment=None)
 
 

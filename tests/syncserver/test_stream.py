@@ -10,19 +10,12 @@ import pytest
 
 from langshaw import ActionInstance
 from peach import PeachAdapter
-from tests.conftest import load
+from tests.conftest import SIMPLE_CREATE, load
 from tests.harness import Harness, until
 
 SIMPLE = load("atomic-ucp.lsh")
 AGENTS = {"platform": ["Platform"], "business": ["Business"]}
-CREATE = dict(
-    line_items=[],
-    currency="USD",
-    buyer=None,
-    payment_pref={},
-    discount_codes=None,
-    fulfillment_pref=None,
-)
+CREATE = SIMPLE_CREATE
 
 
 async def read_events(client: Any, count: int, **request: Any) -> list[dict[str, Any]]:
