@@ -57,6 +57,8 @@ class _Feed:
                     batches = await self.executor._read(adapter, self.applied, _PAGE)
                     if not batches:
                         break
+                    if batches[0].seq != self.applied + 1:
+                        raise self._gap(batches[0].seq)
                     for batch in batches:
                         self._apply(batch, live=False)
             adapter._attach(self.view)
@@ -84,13 +86,19 @@ class _Feed:
                 missing = await self.executor._read(
                     self.adapters[0], self.applied, batch.seq - self.applied - 1
                 )
-                if not missing:
-                    raise ExecutorError(
-                        f"batch {self.applied + 1} of {self.protocol.name} is missing"
-                    )
+                if not missing or missing[0].seq != self.applied + 1:
+                    raise self._gap(batch.seq)
                 for earlier in missing:
                     self._apply(earlier)
             self._apply(batch)
+
+    def _gap(self, seen: int) -> ExecutorError:
+        """The server's log skips a batch: applying what follows could apply an
+        action before one it depends on, so the feed stops instead."""
+        return ExecutorError(
+            f"the log of {self.protocol.name} has no batch {self.applied + 1} but has "
+            f"batch {seen}: the server's log has a gap; this agent cannot follow it"
+        )
 
     async def refresh(self) -> None:
         """Read the log up to its current end and deliver what is new."""
@@ -98,6 +106,8 @@ class _Feed:
             batches = await self.executor._read(self.adapters[0], self.applied, _PAGE)
             if not batches:
                 return
+            if batches[0].seq > self.applied + 1:
+                raise self._gap(batches[0].seq)
             for batch in batches:
                 await self.deliver(batch)
 

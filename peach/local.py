@@ -62,7 +62,7 @@ class LocalExecutor(Executor):
     ) -> tuple[Batch, list[int]]:
         agent = self.server.agent(self.mas, adapter.name)
         try:
-            batch = await self.server.attempt(
+            receipt = await self.server.attempt(
                 self.mas, adapter.protocol.name, agent, instances, attempt_id
             )
         except Rejected as exc:
@@ -71,8 +71,7 @@ class LocalExecutor(Executor):
             raise ExecutorError(
                 exc.message, status=exc.status, code=exc.code, retryable=exc.status == 503
             ) from None
-        mine = [i for i, e in enumerate(batch.entries) if e.attempt_id == attempt_id]
-        return batch, mine
+        return receipt.batch, list(receipt.positions)
 
     async def _read(self, adapter: PeachAdapter, after: int, limit: int) -> list[Batch]:
         agent = self.server.agent(self.mas, adapter.name)

@@ -5,10 +5,13 @@ it over HTTP; :func:`load_config` reads the TOML that says which MASes, protocol
 and agents it hosts.
 """
 
+from syncserver._guard import uvicorn_options
 from syncserver.app import create_app
 from syncserver.batch import Batch, Entry
 from syncserver.config import AgentConfig, Config, ConfigError, MASConfig, build_config, load_config
 from syncserver.errors import Rejected, ServiceError
+from syncserver.ledger import Receipt
+from syncserver.limits import Limits
 from syncserver.server import SyncServer
 from syncserver.store import MemoryStore, SQLiteStore, Store, StoreError, open_store
 
@@ -18,8 +21,10 @@ __all__ = [
     "Config",
     "ConfigError",
     "Entry",
+    "Limits",
     "MASConfig",
     "MemoryStore",
+    "Receipt",
     "Rejected",
     "SQLiteStore",
     "ServiceError",
@@ -30,4 +35,5 @@ __all__ = [
     "create_app",
     "load_config",
     "open_store",
+    "uvicorn_options",
 ]

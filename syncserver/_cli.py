@@ -19,8 +19,11 @@ with the roles they play and their credentials:
   roles = ["Buyer"]                          # "Protocol:Role" if ambiguous
   token_env = "BUYER_TOKEN"                  # or: token = "..."
 
-An optional [server] table sets defaults for policy, batch_window_ms and db;
-the options below override it. A bad configuration is refused at start with a
+An optional [server] table sets defaults for policy, batch_window_ms and db,
+and the limits every client is held to (max_body, max_connections,
+header_timeout, body_timeout, keep_alive_timeout, write_timeout,
+max_streams_per_agent, stream_backlog_bytes, stream_backlog, write_buffer; see
+docs/syncserver.md); the options below override it. A bad configuration is refused at start with a
 message per problem. Agents authenticate with "Authorization: Bearer <token>";
 docs/syncserver.md documents the HTTP API.
 
@@ -71,9 +74,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-body",
         type=int,
-        default=1024 * 1024,
         metavar="BYTES",
-        help="largest request body accepted; larger ones get 413 (default 1 MiB)",
+        help="largest request body accepted; larger ones get 413 (default: the config's "
+        "max_body, else 1 MiB)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="open connections at once; a request beyond gets 503 (default: the config's "
+        "max_connections, else 10000)",
     )
     parser.add_argument(
         "--log-level",
@@ -89,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from syncserver._guard import uvicorn_options
     from syncserver.app import create_app
     from syncserver.config import ConfigError, load_config
     from syncserver.server import SyncServer
@@ -102,6 +113,16 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_window_ms is not None and args.batch_window_ms <= 0:
         print("strabo syncserver: --batch-window-ms must be positive", file=sys.stderr)
         return 2
+    for option in ("max_body", "max_connections"):
+        value = getattr(args, option)
+        if value is not None and value <= 0:
+            name = "--" + option.replace("_", "-")
+            print(f"strabo syncserver: {name} must be positive", file=sys.stderr)
+            return 2
+    limits = config.limits.replace(
+        max_body=args.max_body, max_connections=args.max_connections
+    )
+    limits = _fit_descriptors(limits)
     db = args.db or config.db or "strabo.db"
     server = SyncServer(
         config,
@@ -132,13 +153,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"strabo syncserver: {exc}", file=sys.stderr)
             listener.close()
             return 2
-        app = create_app(server, max_body=args.max_body, manage_lifespan=False)
+        app = create_app(server, limits=limits, manage_lifespan=False)
         uv = Uvicorn(
             uvicorn.Config(
                 app,
                 log_level=args.log_level,
                 access_log=False,
                 timeout_graceful_shutdown=5,
+                **uvicorn_options(limits),
             )
         )
         systems = ", ".join(f"{m.name} ({', '.join(m.protocols)})" for m in config.mas.values())
@@ -156,6 +178,33 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     return asyncio.run(main())
+
+
+def _fit_descriptors(limits):
+    """Raise the open-file limit so that ``max_connections`` can be reached, or
+    lower ``max_connections`` to what the system allows, and say so."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX: nothing to adjust
+        return limits
+    needed = limits.max_connections + 128  # the database, the listener, logs
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        fit = max(soft - 128, 1)
+        print(
+            f"strabo syncserver: the system allows {soft} open files; serving at most "
+            f"{fit} connections instead of {limits.max_connections} (raise 'ulimit -n')",
+            file=sys.stderr,
+        )
+        return limits.replace(max_connections=fit)
+    return limits
 
 
 def bind(host: str, port: int):

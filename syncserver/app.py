@@ -18,37 +18,65 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
+from langshaw.values import json_problem
 from syncserver.batch import Batch
 from syncserver.config import AgentConfig
 from syncserver.errors import ServiceError
 from syncserver.ledger import Lagging
+from syncserver.limits import Limits
 from syncserver.server import SyncServer
 from syncserver.wire import AttemptIn, describe
 
 log = logging.getLogger("strabo.syncserver")
 
-DEFAULT_MAX_BODY = 1024 * 1024
+DEFAULT_MAX_BODY = Limits.max_body
 HEARTBEAT_SECONDS = 15.0
+#: Longest query parameter value read (an enactment key, a number).
+MAX_PARAM = 2000
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    body = json.dumps(data, separators=(",", ":")).encode()
+    body = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
     return Response(body, status_code=status, media_type="application/json")
+
+
+class _Stream(StreamingResponse):
+    """A streaming response that runs ``on_close`` however it ends, even if the
+    client left before the first byte (then the body generator never starts)."""
+
+    def __init__(self, content: Any, on_close: Any, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
 
 
 def create_app(
     server: SyncServer,
     *,
-    max_body: int = DEFAULT_MAX_BODY,
+    limits: Limits | None = None,
+    max_body: int | None = None,
     heartbeat: float = HEARTBEAT_SECONDS,
     manage_lifespan: bool = True,
 ) -> Starlette:
     """The Starlette app serving ``server``. With ``manage_lifespan`` the app
-    starts and stops the server with its own lifespan."""
+    starts and stops the server with its own lifespan.
+
+    ``limits`` default to the configuration's; the connection-level ones
+    (timeouts, connection count) take effect only when uvicorn runs with
+    ``syncserver.uvicorn_options(limits)``, as ``strabo syncserver`` does.
+    """
+    limits = (limits or server.config.limits).replace(max_body=max_body)
+    streams: dict[tuple[str, str], int] = {}  # (mas, agent) -> open event streams
 
     def caller(request: Request) -> AgentConfig:
         header = request.headers.get("authorization", "")
@@ -101,34 +129,50 @@ def create_app(
         agent = caller(request)
         params = request.path_params
         server.ledger(params["mas"], params["protocol"], agent)  # 404/403 before reading
-        body = await _read_body(request, max_body)
+        _json_content(request)
+        body = await _read_body(request, limits.max_body)
         try:
             parsed = AttemptIn.model_validate_json(body)
         except ValidationError as exc:
             code, message = describe(exc)
             raise ServiceError(400, code, message) from None
-        batch = await server.attempt(
+        for index, instance in enumerate(parsed.instances):
+            problem = json_problem(instance.bindings, f"instances[{index}].bindings")
+            if problem is not None:  # NaN, Infinity, 1e400: not JSON, not re-sendable
+                raise ServiceError(400, "bad-json", f"the body is not valid JSON: {problem}")
+        receipt = await server.attempt(
             params["mas"],
             params["protocol"],
             agent,
             [{"action": i.action, "bindings": i.bindings} for i in parsed.instances],
             attempt_id=parsed.attempt_id,
         )
-        mine = (
-            [i for i, e in enumerate(batch.entries) if e.attempt_id == parsed.attempt_id]
-            if parsed.attempt_id
-            else [i for i, e in enumerate(batch.entries) if e.performer == agent.name]
-        )
         # The caller knows its own instances: send their positions in the batch,
         # and only the other entries in full (a batched window may hold some).
-        own = set(mine)
+        batch, own = receipt.batch, set(receipt.positions)
         others = [{"index": i, **e.to_json()} for i, e in enumerate(batch.entries) if i not in own]
-        return _json({"seq": batch.seq, "attempt": mine, "others": others})
+        return _json({"seq": batch.seq, "attempt": list(receipt.positions), "others": others})
 
     async def events(request: Request) -> Response:
-        _, ledger = ledger_for(request)
+        agent, ledger = ledger_for(request)
         after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
-        stream = ledger.subscribe(after)
+        who = (ledger.mas, agent.name)
+        if streams.get(who, 0) >= limits.max_streams_per_agent:
+            raise ServiceError(
+                429,
+                "too-many-streams",
+                f"agent {agent.name!r} already holds {limits.max_streams_per_agent} event "
+                "streams: close one first (one stream per protocol is enough for an agent)",
+            )
+        streams[who] = streams.get(who, 0) + 1
+        stream = ledger.subscribe(after, max_bytes=limits.stream_backlog_bytes)
+
+        def closed() -> None:
+            left = streams.get(who, 1) - 1
+            if left > 0:
+                streams[who] = left
+            else:
+                streams.pop(who, None)
 
         async def frames() -> AsyncIterator[bytes]:
             yield b": connected\n\n"
@@ -144,8 +188,11 @@ def create_app(
                         continue
                     try:
                         batch = next_batch.result()
-                    except (Lagging, StopAsyncIteration):
+                    except Lagging as lag:
+                        yield _lagging_frame(lag.last, limits)
                         return  # the client reconnects and catches up from the log
+                    except StopAsyncIteration:
+                        return
                     next_batch = None
                     yield batch.sse_frame
             finally:
@@ -155,8 +202,9 @@ def create_app(
                         await next_batch
                 await stream.aclose()
 
-        return StreamingResponse(
+        return _Stream(
             frames(),
+            closed,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
@@ -192,7 +240,7 @@ def create_app(
                     f"name the enactment by its root keys as query parameters: "
                     f"?{'&'.join(k + '=...' for k in protocol.root_keys)}",
                 )
-            keys[key] = request.query_params[key]
+            keys[key] = _param(request.query_params[key], key)
         root = tuple(keys.values())
         if ledger.state.enactment(root) is None:
             # A query string cannot say whether '7' is a string or an integer.
@@ -279,36 +327,82 @@ def create_app(
     )
 
 
+def _json_content(request: Request) -> None:
+    """A body labelled as something else is refused rather than guessed at."""
+    kind = request.headers.get("content-type")
+    if kind is None:
+        return
+    media = kind.partition(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise ServiceError(
+            415,
+            "unsupported-media-type",
+            f"the body must be JSON, sent as 'Content-Type: application/json', not {kind!r}",
+        )
+
+
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit():
-        if int(declared) > limit:
-            raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
-        return await request.body()  # the server enforces the declared length
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        if declared is not None and declared.isdigit():
+            if int(declared) > limit:
+                raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
+            return await request.body()  # the server enforces the declared length
+        chunks = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except ClientDisconnect:
+        client = request.client
+        where = f"{client.host}:{client.port}" if client else "a client"
+        log.info("%s left before sending the whole body of %s", where, request.url.path)
+        raise ServiceError(400, "client-disconnected", "the client left mid-body") from None
+
+
+def _lagging_frame(last: int, limits: Limits) -> bytes:
+    """The last event of a stream that fell behind: where to resume."""
+    data = {
+        "error": {
+            "code": "lagging",
+            "message": f"this stream fell more than {limits.stream_backlog} batches or "
+            f"{limits.stream_backlog_bytes} bytes behind and is closed; reconnect with "
+            f"after={last} (or Last-Event-ID: {last}) to resume from the log",
+            "after": last,
+        }
+    }
+    return b"event: error\ndata: %s\n\n" % json.dumps(data, separators=(",", ":")).encode()
+
+
+def _param(value: str, name: str) -> str:
+    if len(value) > MAX_PARAM:
+        raise ServiceError(
+            400, "bad-request", f"{name} is {len(value)} characters long; at most {MAX_PARAM}"
+        )
+    return value
 
 
 def _int(value: str | None, default: int) -> int:
     if value is None or value == "":
         return default
+    _param(value, "the number")
     try:
         number = int(value)
     except ValueError:
         raise ServiceError(400, "bad-request", f"expected a whole number, not {value!r}") from None
-    if number < 0:
-        raise ServiceError(400, "bad-request", f"expected a non-negative number, not {number}")
+    if not 0 <= number < 2**63:
+        raise ServiceError(
+            400, "bad-request", f"expected a number from 0 to 2**63 - 1, not {value!r}"
+        )
     return number
 
 
 def _key_value(text: str) -> Any:
     """Digits that round-trip as an integer, as an integer."""
-    if text.lstrip("-").isdigit() and str(int(text)) == text:
+    digits = text.removeprefix("-")
+    if digits.isdigit() and len(digits) <= MAX_PARAM and str(int(text)) == text:
         return int(text)
     return text

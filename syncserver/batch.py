@@ -42,13 +42,13 @@ class Entry:
 class Batch:
     """Instances finalized together under one sequence number. Read-only by convention."""
 
-    __slots__ = ("_json", "entries", "protocol", "seq")
+    __slots__ = ("_frame", "entries", "protocol", "seq")
 
     def __init__(self, protocol: str, seq: int, entries: tuple[Entry, ...]) -> None:
         self.protocol = protocol
         self.seq = seq
         self.entries = entries
-        self._json: bytes | None = None
+        self._frame: bytes | None = None
 
     def only(self, keep: Callable[[Entry], bool]) -> Batch:
         """This batch restricted to some of its entries."""
@@ -62,15 +62,16 @@ class Batch:
         }
 
     @property
-    def json_bytes(self) -> bytes:
-        if self._json is None:
-            self._json = json.dumps(self.to_json(), separators=(",", ":")).encode()
-        return self._json
-
-    @property
     def sse_frame(self) -> bytes:
-        """The batch as one server-sent event, with its seq as the event id."""
-        return b"id: %d\nevent: batch\ndata: %s\n\n" % (self.seq, self.json_bytes)
+        """The batch as one server-sent event, with its seq as the event id.
+
+        Built once and shared by every subscriber: a thousand streams of one
+        batch hold one copy of it, and its length is what a subscriber's backlog
+        is measured in."""
+        if self._frame is None:
+            data = json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False).encode()
+            self._frame = b"id: %d\nevent: batch\ndata: %s\n\n" % (self.seq, data)
+        return self._frame
 
     def __repr__(self) -> str:
         return f"Batch({self.protocol} #{self.seq}: {list(self.entries)!r})"

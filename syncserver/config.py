@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawError, LangshawProtocol
+from syncserver.limits import NAMES as LIMIT_NAMES
+from syncserver.limits import Limits, limits_from
 
 
 class ConfigError(Exception):
@@ -62,11 +64,12 @@ class Config:
     policy: str | None = None
     batch_window_ms: float | None = None
     db: str | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 _MAS_FIELDS = {"protocols", "agents"}
 _AGENT_FIELDS = {"roles", "token", "token_env"}
-_SERVER_FIELDS = {"policy", "batch_window_ms", "db"}
+_SERVER_FIELDS = {"policy", "batch_window_ms", "db", *LIMIT_NAMES}
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
@@ -117,6 +120,7 @@ def build_config(
         isinstance(window, bool) or not isinstance(window, int | float) or window <= 0
     ):
         problem("server.batch_window_ms", f"must be a positive number, not {window!r}")
+    limits = limits_from(server, problem)
     db = server.get("db")
     if db is not None and not isinstance(db, str):
         problem("server.db", "must be a path (a string)")
@@ -149,7 +153,7 @@ def build_config(
         all_mas[mas_name] = MASConfig(mas_name, protocols, agents, tokens)
     if problems:
         raise ConfigError(problems)
-    return Config(mas=all_mas, policy=policy, batch_window_ms=window, db=db)
+    return Config(mas=all_mas, policy=policy, batch_window_ms=window, db=db, limits=limits)
 
 
 def _protocols(value: Any, base: Path, where: str, problem: Any) -> dict[str, LangshawProtocol]:

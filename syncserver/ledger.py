@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation
+from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation, json_equal
 from syncserver.batch import Batch, Entry
 from syncserver.errors import Rejected, ServiceError
 from syncserver.store import Store
@@ -34,42 +34,84 @@ class Attempt:
     roles: frozenset[str]
     attempt_id: str | None = None
 
+    @property
+    def key(self) -> tuple[str, str] | None:
+        """Attempt ids are each agent's own: two agents may send the same one."""
+        return None if self.attempt_id is None else (self.performer, self.attempt_id)
+
+
+@dataclass(slots=True, frozen=True)
+class Receipt:
+    """A finalized attempt: the batch holding it and where its instances are in it.
+
+    A batched window holds the attempts of several agents, and of one agent
+    several; the positions say which entries are this attempt's."""
+
+    batch: Batch
+    positions: tuple[int, ...]
+
+    @property
+    def seq(self) -> int:
+        return self.batch.seq
+
 
 class Lagging(Exception):
     """A subscriber fell too far behind; it must reconnect and catch up from the log."""
 
+    def __init__(self, last: int) -> None:
+        super().__init__(f"fell behind after batch {last}")
+        self.last = last
+
 
 class Subscriber:
-    """A live feed of batches with a bounded backlog."""
+    """A live feed of batches with a backlog bounded in batches and, for streams
+    that send them as server-sent events, in bytes.
 
-    def __init__(self, limit: int) -> None:
+    All subscribers queue suffixes of the same sequence of batch objects, so the
+    memory they pin together is at most the largest backlog, however many there
+    are. One that exceeds its bound is dropped: its queue is freed at once and its
+    reader gets :class:`Lagging`, to resume from the log."""
+
+    def __init__(self, limit: int, limit_bytes: int | None = None) -> None:
         self._queue: deque[Batch] = deque()
         self._ready = asyncio.Event()
         self._limit = limit
+        self._limit_bytes = limit_bytes
+        self._bytes = 0
         self.lagging = False
 
     def push(self, batch: Batch) -> None:
         if self.lagging:
             return
-        if len(self._queue) >= self._limit:
+        size = len(batch.sse_frame) if self._limit_bytes is not None else 0
+        if self._queue and (
+            len(self._queue) >= self._limit
+            or (self._limit_bytes is not None and self._bytes + size > self._limit_bytes)
+        ):
             self.lagging = True
             self._queue.clear()
+            self._bytes = 0
         else:
             self._queue.append(batch)
+            self._bytes += size
         self._ready.set()
 
     def close(self) -> None:
         self.lagging = True
         self._queue.clear()
+        self._bytes = 0
         self._ready.set()
 
     async def get(self) -> Batch:
         while not self._queue:
             if self.lagging:
-                raise Lagging()
+                raise Lagging(-1)
             self._ready.clear()
             await self._ready.wait()
-        return self._queue.popleft()
+        batch = self._queue.popleft()
+        if self._limit_bytes is not None:
+            self._bytes -= len(batch.sse_frame)
+        return batch
 
 
 class Ledger:
@@ -98,16 +140,19 @@ class Ledger:
         self.next_seq = 1
         self.committed_seq = 0
         self.subscribers: set[Subscriber] = set()
+        # Batches accepted and numbered, waiting for their transaction, in seq order.
         self._pending: list[tuple[Batch, asyncio.Future[Batch]]] = []
         self._flush_scheduled = False
         self._writing: asyncio.Future[None] | None = None
         self._rebuilding: asyncio.Future[None] | None = None
         self._last_flush = 0.0
-        self._window: list[tuple[Attempt, asyncio.Future[Batch]]] = []
+        self._window: list[tuple[Attempt, asyncio.Future[Receipt]]] = []
         self._window_task: asyncio.Task[None] | None = None
-        self._in_flight: dict[str, Batch] = {}  # attempt_id -> batch not yet committed
+        # (agent, attempt id) -> the receipt and the commit of a batch not yet committed
+        self._in_flight: dict[tuple[str, str], tuple[Receipt, asyncio.Future[Batch]]] = {}
         self._uncommitted: dict[int, Batch] = {}  # seq -> batch accepted, not yet committed
-        self._waiting: dict[str, asyncio.Future[Batch]] = {}  # attempt_id -> in the window
+        # (agent, attempt id) -> the answer of an attempt in the open window
+        self._waiting: dict[tuple[str, str], tuple[Attempt, asyncio.Future[Receipt]]] = {}
         self._closed = False
 
     # Life cycle -------------------------------------------------------------------
@@ -135,19 +180,25 @@ class Ledger:
 
     # Attempts -----------------------------------------------------------------------
 
-    async def attempt(self, attempt: Attempt) -> Batch:
+    async def attempt(self, attempt: Attempt) -> Receipt:
         if self._closed:
             raise ServiceError(503, "shutting-down", "the server is shutting down")
         while self._rebuilding is not None:
             await asyncio.shield(self._rebuilding)
-        if attempt.attempt_id is not None and attempt.attempt_id in self._in_flight:
-            return self._in_flight[attempt.attempt_id]  # a retry, not yet committed
+        key = attempt.key
+        if key is not None and key in self._in_flight:  # a retry, not yet committed
+            receipt, committing = self._in_flight[key]
+            _same_attempt(attempt, receipt)
+            await asyncio.shield(committing)  # acknowledged only once committed
+            return receipt
         if self.policy == "batched":
-            if attempt.attempt_id in self._waiting:  # a retry of an attempt in this window
-                return await asyncio.shield(self._waiting[attempt.attempt_id])
-            future: asyncio.Future[Batch] = asyncio.get_running_loop().create_future()
-            if attempt.attempt_id is not None:
-                self._waiting[attempt.attempt_id] = future
+            if key is not None and key in self._waiting:  # a retry within the window
+                original, answer = self._waiting[key]
+                _same_instances(attempt, original.instances)
+                return await asyncio.shield(answer)
+            future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+            if key is not None:
+                self._waiting[key] = (attempt, future)
             self._window.append((attempt, future))
             if self._window_task is None:
                 self._window_task = asyncio.create_task(self._close_window())
@@ -158,36 +209,66 @@ class Ledger:
             if replay is not None:
                 return replay
             raise Rejected(await self._explain(violation, attempt))
-        return await self._commit(self._batch([attempt]))
+        committing, [receipt] = self._finalize([attempt])
+        await committing
+        return receipt
 
-    async def _replay(self, attempt: Attempt) -> Batch | None:
-        """The batch of an attempt already finalized under the same attempt id.
+    async def _replay(self, attempt: Attempt) -> Receipt | None:
+        """The receipt of an attempt already finalized under the same attempt id.
 
         Looked up only when an attempt is rejected: a finalized attempt resent is
         always rejected (its actions already occurred in their scopes), so the
         happy path never pays for the lookup."""
-        if attempt.attempt_id is None:
+        key = attempt.key
+        if key is None:
             return None
-        batch = self._in_flight.get(attempt.attempt_id)
-        if batch is not None and batch.entries[0].performer == attempt.performer:
-            return batch
+        if key in self._in_flight:
+            receipt, committing = self._in_flight[key]
+            _same_attempt(attempt, receipt)
+            await asyncio.shield(committing)
+            return receipt
         first = attempt.instances[0]
         root = tuple(first.bindings.get(k) for k in self.protocol.root_keys)
-        return await self.store.find_attempt(
-            self.mas, self.protocol, attempt.attempt_id, attempt.performer, root
+        found = await self.store.find_attempt(
+            self.mas, self.protocol, key[1], attempt.performer, root
         )
+        if found is None:
+            return None
+        # The whole batch, so that the answer can name the other attempts in it.
+        [batch] = await self.store.read(self.mas, self.protocol, found.seq - 1, found.seq)
+        positions = tuple(
+            i
+            for i, e in enumerate(batch.entries)
+            if e.attempt_id == key[1] and e.performer == attempt.performer
+        )
+        receipt = Receipt(batch, positions)
+        _same_attempt(attempt, receipt)
+        return receipt
 
-    def _batch(self, attempts: Sequence[Attempt]) -> Batch:
-        entries = tuple(
-            Entry(instance, a.performer, a.attempt_id) for a in attempts for instance in a.instances
-        )
-        batch = Batch(self.protocol.name, self.next_seq, entries)
+    def _finalize(
+        self, attempts: Sequence[Attempt]
+    ) -> tuple[asyncio.Future[Batch], list[Receipt]]:
+        """Number the accepted attempts as one batch and hand it to the writer.
+
+        Nothing here awaits: the batch numbered S is queued for its transaction
+        before any later batch can be numbered, so batches are committed and
+        published in the order of their numbers, whatever the caller awaits next."""
+        entries: list[Entry] = []
+        spans: list[tuple[int, ...]] = []
+        for a in attempts:
+            start = len(entries)
+            entries.extend(Entry(instance, a.performer, a.attempt_id) for instance in a.instances)
+            spans.append(tuple(range(start, len(entries))))
+        batch = Batch(self.protocol.name, self.next_seq, tuple(entries))
+        receipts = [Receipt(batch, span) for span in spans]
         self.next_seq += 1
         self._uncommitted[batch.seq] = batch
-        for a in attempts:
-            if a.attempt_id is not None:
-                self._in_flight[a.attempt_id] = batch
-        return batch
+        committing = self._enqueue(batch)
+        if not committing.done():
+            for a, receipt in zip(attempts, receipts, strict=True):
+                if a.key is not None:
+                    self._in_flight[a.key] = (receipt, committing)
+        return committing, receipts
 
     async def _close_window(self) -> None:
         """Batched finalization: wait for the window, then finalize what arrived."""
@@ -195,8 +276,8 @@ class Ledger:
         while self._rebuilding is not None:
             await asyncio.shield(self._rebuilding)
         attempts, self._window, self._window_task = self._window, [], None
-        self._waiting.clear()
-        accepted: list[tuple[Attempt, asyncio.Future[Batch]]] = []
+        self._waiting = {}
+        accepted: list[tuple[Attempt, asyncio.Future[Receipt]]] = []
         rejected = []
         for attempt, future in self._by_priority(attempts):
             violation = self.state.attempt(attempt.instances, attempt.roles)
@@ -204,27 +285,31 @@ class Ledger:
                 rejected.append((attempt, future, violation))
             else:
                 accepted.append((attempt, future))
-        batch = self._batch([a for a, _ in accepted]) if accepted else None
-        for attempt, future, violation in rejected:
-            replay = await self._replay(attempt)
-            if replay is not None:
-                future.set_result(replay)
+        if accepted:
+            committing, receipts = self._finalize([a for a, _ in accepted])
+            try:
+                await committing
+            except ServiceError as exc:
+                for _, future in accepted:
+                    future.set_exception(exc)
             else:
-                future.set_exception(Rejected(await self._explain(violation, attempt)))
-        if batch is None:
-            return
-        try:
-            await self._commit(batch)
-        except ServiceError as exc:
-            for _, future in accepted:
+                for (_, future), receipt in zip(accepted, receipts, strict=True):
+                    future.set_result(receipt)
+        for attempt, future, violation in rejected:
+            try:
+                replay = await self._replay(attempt)
+                if replay is not None:
+                    future.set_result(replay)
+                else:
+                    future.set_exception(Rejected(await self._explain(violation, attempt)))
+            except ServiceError as exc:
                 future.set_exception(exc)
-        else:
-            for _, future in accepted:
-                future.set_result(batch)
+            except Exception as exc:  # the store failed while explaining: say so
+                future.set_exception(ServiceError(503, "store-failed", str(exc)))
 
     def _by_priority(
-        self, attempts: list[tuple[Attempt, asyncio.Future[Batch]]]
-    ) -> list[tuple[Attempt, asyncio.Future[Batch]]]:
+        self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]
+    ) -> list[tuple[Attempt, asyncio.Future[Receipt]]]:
         """Arrival order, except that where two attempts bind one attribute in one
         scope, the role earlier in the attribute's sayso chain goes first."""
         claims = [
@@ -244,16 +329,17 @@ class Ledger:
 
     # Committing ---------------------------------------------------------------------
 
-    async def _commit(self, batch: Batch) -> Batch:
-        """Acknowledge ``batch`` once it is in the store.
+    def _enqueue(self, batch: Batch) -> asyncio.Future[Batch]:
+        """Queue ``batch`` for its transaction; the future is done once it committed.
 
         A store that writes without waiting (memory; SQLite without fsync) writes
         at once when nothing else is in flight; otherwise the batch waits for the
         loop's next turn, and every batch accepted by then shares its transaction
         (group commit). A store that must wait (fsync) writes on a worker thread,
-        in the same groups.
+        in the same groups. Either way batches are written in the order queued.
         """
         loop = asyncio.get_running_loop()
+        future: asyncio.Future[Batch] = loop.create_future()
         if self.store.inline or (
             self.store.synchronous_append
             and not self._pending
@@ -261,22 +347,13 @@ class Ledger:
             and self._rebuilding is None
             and loop.time() - self._last_flush > self.QUIET
         ):
-            self._last_flush = loop.time()
-            try:
-                self.store.append_now(self.mas, self.protocol, [batch])  # type: ignore[attr-defined]
-            except Exception as exc:
-                failed: asyncio.Future[Batch] = loop.create_future()
-                self._failed([(batch, failed)], exc)
-                self._begin_rebuild()
-                return await failed
-            self._committed(batch)
-            return batch
-        future: asyncio.Future[Batch] = loop.create_future()
+            self._write_now([(batch, future)])
+            return future
         self._pending.append((batch, future))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._start_flush)
-        return await future
+        return future
 
     def _start_flush(self) -> None:
         self._flush_scheduled = False
@@ -350,11 +427,19 @@ class Ledger:
             self._writing = None
 
     def _committed(self, batch: Batch) -> None:
-        self.committed_seq = batch.seq
+        if batch.seq != self.committed_seq + 1:  # never: batches are queued in order
+            log.critical(
+                "%s/%s: batch %d committed after %d",
+                self.mas,
+                self.protocol.name,
+                batch.seq,
+                self.committed_seq,
+            )
+        self.committed_seq = max(self.committed_seq, batch.seq)
         self._uncommitted.pop(batch.seq, None)
         for entry in batch.entries:
             if entry.attempt_id is not None:
-                self._in_flight.pop(entry.attempt_id, None)
+                self._in_flight.pop((entry.performer, entry.attempt_id), None)
         for subscriber in self.subscribers:
             subscriber.push(batch)
 
@@ -415,16 +500,20 @@ class Ledger:
             return []
         return await self.store.read(self.mas, self.protocol, after, until)
 
-    async def subscribe(self, after: int, page: int = 500) -> AsyncIterator[Batch]:
-        """Every committed batch after ``after``: first from the log, then live.
+    async def subscribe(
+        self, after: int, page: int = 500, max_bytes: int | None = None
+    ) -> AsyncIterator[Batch]:
+        """Every committed batch after ``after``: first from the log, then live,
+        in order, each once. Raises :class:`Lagging` (naming the last batch given)
+        if the reader falls more than the backlog behind.
 
         The live feed is registered before the log is read, so nothing committed
         in between is missed; duplicates are skipped by sequence number.
         """
-        subscriber = Subscriber(self.subscriber_backlog)
+        subscriber = Subscriber(self.subscriber_backlog, max_bytes)
         self.subscribers.add(subscriber)
+        last = after
         try:
-            last = after
             while last < self.committed_seq:
                 batches = await self.read(last, page)
                 if not batches:
@@ -433,7 +522,10 @@ class Ledger:
                     yield batch
                     last = batch.seq
             while True:
-                batch = await subscriber.get()
+                try:
+                    batch = await subscriber.get()
+                except Lagging:
+                    raise Lagging(last) from None
                 if batch.seq <= last:
                     continue
                 if batch.seq != last + 1:  # cannot happen, but never skip a batch
@@ -444,3 +536,28 @@ class Ledger:
                 last = batch.seq
         finally:
             self.subscribers.discard(subscriber)
+            subscriber.close()
+
+
+def _same_instances(attempt: Attempt, instances: Sequence[ActionInstance]) -> None:
+    """A resent attempt id must carry the same instances: an agent that reuses an
+    id for another attempt would otherwise be told the first one's outcome."""
+    if len(instances) != len(attempt.instances) or any(
+        a.action.name != b.action.name or not _same_bindings(a.bindings, b.bindings)
+        for a, b in zip(attempt.instances, instances, strict=False)
+    ):
+        raise ServiceError(
+            422,
+            "attempt-id-reused",
+            f"attempt id {attempt.attempt_id!r} was already used by {attempt.performer!r} "
+            "for other instances: use a new id for a new attempt",
+        )
+
+
+def _same_attempt(attempt: Attempt, receipt: Receipt) -> None:
+    entries = receipt.batch.entries
+    _same_instances(attempt, [entries[i].instance for i in receipt.positions])
+
+
+def _same_bindings(a: Any, b: Any) -> bool:
+    return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)

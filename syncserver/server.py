@@ -15,7 +15,7 @@ from langshaw import ActionInstance, LangshawProtocol, Violation
 from syncserver.batch import Batch
 from syncserver.config import AgentConfig, Config, MASConfig
 from syncserver.errors import Rejected, ServiceError
-from syncserver.ledger import Attempt, Ledger
+from syncserver.ledger import Attempt, Ledger, Receipt
 from syncserver.store import Store, open_store
 
 POLICIES = ("instant", "batched")
@@ -41,11 +41,11 @@ class SyncServer:
         policy: str | None = None,
         batch_window_ms: float | None = None,
         synchronous: str = "normal",
-        subscriber_backlog: int = 10_000,
+        subscriber_backlog: int | None = None,
         fingerprints: bool | None = None,
     ) -> None:
         self.config = config
-        self.subscriber_backlog = subscriber_backlog
+        self.subscriber_backlog = subscriber_backlog or config.limits.stream_backlog
         self.policy = policy or config.policy or "instant"
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be 'instant' or 'batched', not {self.policy!r}")
@@ -182,11 +182,12 @@ class SyncServer:
         agent: AgentConfig,
         instances: Sequence[ActionInstance | Mapping[str, Any]],
         attempt_id: str | None = None,
-    ) -> Batch:
+    ) -> Receipt:
         """Finalize an atomic list of instances performed by ``agent``.
 
-        Returns the batch that holds them once it is committed; raises Rejected
-        for a protocol violation and ServiceError for anything else.
+        Returns, once it is committed, the batch that holds them and their
+        positions in it; raises Rejected for a protocol violation and ServiceError
+        for anything else.
         """
         if not self._started:
             raise ServiceError(503, "not-started", "the server is not running")

@@ -69,7 +69,9 @@ roles = ["Platform"]
 token_env = "D_TOKEN"
 """,
     )
-    assert found[0] == "mas.toml: server.port: unknown setting (known: batch_window_ms, db, policy)"
+    assert found[0].startswith(
+        "mas.toml: server.port: unknown setting (known: batch_window_ms, body_timeout, db, "
+    )
     assert found[1] == "mas.toml: server.policy: must be 'instant' or 'batched', not 'eventually'"
     assert found[2] == "mas.toml: mas.shop.color: unknown field (known: agents, protocols)"
     assert found[3].startswith("mas.toml: mas.shop.protocols: protocol 'missing.lsh' is invalid:")

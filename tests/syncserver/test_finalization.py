@@ -208,11 +208,11 @@ async def test_sayso_priority_decides_concurrent_bindings(policy: str) -> None:
         results = await asyncio.gather(ship, prefer, return_exceptions=True)
     if policy == "instant":
         # First come, first served: Ship fixed the date, PreferDate must carry it.
-        assert results[0].entries[0].instance.name == "Ship"
+        assert results[0].batch.entries[0].instance.name == "Ship"
         assert results[1].code == "bound"
     else:
         # Buyer > Seller : delivery_date, so PreferDate goes first in the batch.
-        assert results[1].entries[0].instance.name == "PreferDate"
+        assert results[1].batch.entries[0].instance.name == "PreferDate"
         assert results[0].code == "bound" and results[0].details["attribute"] == "delivery_date"
 
 

@@ -1,0 +1,272 @@
+"""Hostile load on a real SyncServer process: shared by bench/soak.py and tests/hostile.
+
+Agents attempt concurrently and record every acknowledgement; log readers page
+through the log; a stream subscriber checks that batches arrive in order, each
+once; ``kill -9`` may strike at any moment. After each run the log is read back
+and checked: sequence numbers dense from 1, and every acknowledged attempt in
+it, at the position it was acknowledged at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import random
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH = "/mas/soak/protocols/SimpleUCP"
+CREATE = {
+    "line_items": [{"item": {"id": "roses", "title": "Roses"}, "quantity": 1}],
+    "currency": "USD",
+    "buyer": None,
+    "payment_pref": {},
+    "discount_codes": None,
+    "fulfillment_pref": None,
+}
+
+
+def config_file(directory: Path, agents: int) -> Path:
+    """A MAS with ``agents`` platform agents (tokens 'p<i>-token')."""
+    lines = [f'[mas.soak]\nprotocols = ["{ROOT / "protocols" / "atomic-ucp.lsh"}"]']
+    for i in range(agents):
+        lines.append(f'[mas.soak.agents.p{i}]\nroles = ["Platform"]\ntoken = "p{i}-token"')
+    path = directory / "soak.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@dataclass
+class Tally:
+    """What one run saw: acknowledgements, stream order, reads."""
+
+    acked: dict[str, tuple[str, int, int]] = field(default_factory=dict)  # cid -> agent, seq, pos
+    attempts: int = 0
+    stream_batches: int = 0
+    stream_gaps: list[tuple[int, int]] = field(default_factory=list)
+    stream_duplicates: int = 0
+    log_reads: int = 0
+    #: Set on every batch the subscriber receives.
+    progressed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@contextlib.asynccontextmanager
+async def server_process(
+    config: Path, db: Path, *options: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``strabo syncserver`` in its own process; yields it and its URL."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "strabo.cli",
+        "syncserver",
+        "--config",
+        str(config),
+        "--db",
+        str(db),
+        "--port",
+        "0",
+        "--log-level",
+        "warning",
+        *options,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        match = re.search(r"listening on (http://\S+)", line.decode())
+        if match is None:
+            error = (await proc.stderr.read()).decode() if proc.stderr else ""
+            raise RuntimeError(f"the SyncServer did not start: {line!r} {error[-2000:]}")
+        yield proc, match.group(1)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+
+async def _agent(url: str, name: str, tally: Tally, stop: asyncio.Event, run: str) -> None:
+    """Create checkouts one after another; every fifth time, also resend an earlier
+    Create under a new attempt id at once (a rejection the server must explain,
+    finalized in the same window as legal attempts)."""
+    headers = {"Authorization": f"Bearer {name}-token"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=10) as client:
+        n = 0
+
+        async def post(cid: str, attempt_id: str) -> httpx.Response:
+            instance = {"action": "Create", "bindings": {"cid": cid, **CREATE}}
+            body = {"instances": [instance], "attempt_id": attempt_id}
+            return await client.post(f"{PATH}/attempts", json=body)
+
+        while not stop.is_set():
+            n += 1
+            cid = f"{run}-{name}-{n}"
+            tally.attempts += 1
+            try:
+                if n % 5 == 0:
+                    response, duplicate = await asyncio.gather(
+                        post(cid, cid), post(f"{run}-{name}-1", f"{cid}-dup")
+                    )
+                    if duplicate.status_code != 409:
+                        raise AssertionError(f"duplicate: {duplicate.status_code} {duplicate.text}")
+                else:
+                    response = await post(cid, cid)
+            except httpx.HTTPError:
+                return  # the server died: this attempt's outcome is unknown, not acknowledged
+            if response.status_code != 200:
+                raise AssertionError(f"{cid}: {response.status_code} {response.text}")
+            data = response.json()
+            [position] = data["attempt"]
+            tally.acked[cid] = (name, data["seq"], position)
+
+
+async def _reader(url: str, tally: Tally, stop: asyncio.Event) -> None:
+    headers = {"Authorization": "Bearer p0-token"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=10) as client:
+        after = 0
+        while not stop.is_set():
+            try:
+                response = await client.get(f"{PATH}/log", params={"after": after, "limit": 200})
+            except httpx.HTTPError:
+                return
+            events = response.json()["events"]
+            tally.log_reads += 1
+            after = events[-1]["seq"] if events else 0  # page forward, then start over
+
+
+async def _subscriber(url: str, tally: Tally, stop: asyncio.Event, after: int) -> int:
+    """Follow the stream from ``after``; record gaps and duplicates; return the last seq."""
+    last = after
+    headers = {"Authorization": "Bearer p0-token"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=None) as client:
+        while not stop.is_set():
+            try:
+                async with aconnect_sse(
+                    client, "GET", f"{PATH}/events", params={"after": last}
+                ) as source:
+                    async for event in source.aiter_sse():
+                        if event.event != "batch":
+                            continue
+                        seq = int(event.id)
+                        if seq <= last:
+                            tally.stream_duplicates += 1
+                        elif seq != last + 1:
+                            tally.stream_gaps.append((last, seq))
+                        last = max(last, seq)
+                        tally.stream_batches += 1
+                        tally.progressed.set()
+            except httpx.HTTPError:
+                return last
+    return last
+
+
+async def load(
+    url: str, tally: Tally, *, agents: int, readers: int, run: str, after: int = 0
+) -> tuple[asyncio.Event, list[asyncio.Task[Any]]]:
+    """Start the load; set the returned event to stop it (or kill the server)."""
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(_agent(url, f"p{i}", tally, stop, run)) for i in range(agents)]
+    tasks += [asyncio.create_task(_reader(url, tally, stop)) for _ in range(readers)]
+    tasks.append(asyncio.create_task(_subscriber(url, tally, stop, after)))
+    return stop, tasks
+
+
+async def read_log(url: str) -> list[dict[str, Any]]:
+    headers = {"Authorization": "Bearer p0-token"}
+    events: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+        while True:
+            after = events[-1]["seq"] if events else 0
+            page = (await client.get(f"{PATH}/log", params={"after": after, "limit": 5000})).json()
+            if not page["events"]:
+                return events
+            events.extend(page["events"])
+
+
+def check_log(events: list[dict[str, Any]], tally: Tally) -> dict[str, int]:
+    """Dense numbering and every acknowledgement present; returns the counts."""
+    seqs = [e["seq"] for e in events]
+    holes = sum(1 for a, b in itertools.pairwise(seqs) if b != a + 1)
+    holes += 0 if not seqs or seqs[0] == 1 else 1
+    by_seq = {e["seq"]: e["instances"] for e in events}
+    lost = 0
+    for cid, (agent, seq, position) in tally.acked.items():
+        entries = by_seq.get(seq, [])
+        entry = entries[position] if position < len(entries) else None
+        if entry is None or entry["bindings"]["cid"] != cid or entry["performer"] != agent:
+            lost += 1
+    instances = sum(len(e["instances"]) for e in events)
+    return {"batches": len(events), "instances": instances, "holes": holes, "lost": lost}
+
+
+async def kill_cycles(
+    directory: Path,
+    cycles: int,
+    *,
+    agents: int = 8,
+    readers: int = 2,
+    seed: int = 1,
+    options: tuple[str, ...] = ("--policy", "batched", "--batch-window-ms", "5"),
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Run load, ``kill -9`` the server at a random moment, restart it on the same
+    database, check the log; ``cycles`` times."""
+    rng = random.Random(seed)
+    config = config_file(directory, agents)
+    db = directory / "soak.db"
+    tally = Tally()
+    report: dict[str, Any] = {}
+    for cycle in range(cycles):
+        async with server_process(config, db, *options) as (proc, url):
+            before = len(events := await read_log(url))
+            check = check_log(events, tally)
+            if check["holes"] or check["lost"]:
+                report.update(check, failed_at=cycle)
+                return report
+            stop, tasks = await load(
+                url, tally, agents=agents, readers=readers, run=f"r{cycle}", after=before
+            )
+            target = tally.stream_batches + rng.randint(20, 300)
+            while tally.stream_batches < target and not any(t.done() for t in tasks):
+                tally.progressed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(tally.progressed.wait(), 1)
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+            stop.set()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            errors = [r for r in results if isinstance(r, AssertionError)]
+            if errors:
+                raise errors[0]
+        if progress:
+            progress(cycle + 1, cycles, len(tally.acked))
+    async with server_process(config, db, *options) as (_, url):
+        final = check_log(await read_log(url), tally)
+    report.update(final)
+    report.update(
+        cycles=cycles,
+        acknowledged=len(tally.acked),
+        attempts=tally.attempts,
+        stream_gaps=len(tally.stream_gaps),
+        stream_duplicates=tally.stream_duplicates,
+    )
+    return report
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2))

@@ -1,0 +1,174 @@
+"""Connection-level limits that an ASGI app cannot enforce by itself.
+
+A client that opens a connection and sends nothing, trickles its headers or its
+body one byte at a time (slowloris), or stops reading a response, never reaches
+the app in a way the app can time out: uvicorn keeps such connections forever.
+This protocol, uvicorn's own h11 protocol with timers, closes them:
+
+* headers must be complete ``header_timeout`` seconds after a request's first
+  byte (or the connection's opening): else ``408 header-timeout``;
+* the declared body must have arrived ``body_timeout`` seconds after the
+  headers: else ``408 body-timeout``;
+* a response the client does not read (the transport's buffer above
+  ``write_buffer`` bytes) for ``write_timeout`` seconds is dropped;
+* past ``max_connections`` open connections, a request gets ``503 overloaded``.
+
+Each ends in a JSON error body, like every other error of the API, and the
+connection is closed. Timers cost nothing per byte: they are armed and disarmed
+on state changes only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from syncserver.limits import Limits
+
+log = logging.getLogger("strabo.syncserver")
+
+_PHRASES = {408: "Request Timeout", 503: "Service Unavailable"}
+
+
+class GuardedProtocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with the timers and the connection bound above."""
+
+    limits: ClassVar[Limits] = Limits()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._partial = False  # bytes of a request head have arrived
+        self._refuse = len(self.connections) > self.limits.max_connections
+        transport.set_write_buffer_limits(high=self.limits.write_buffer)
+        self._arm("head", self.limits.header_timeout, self._head_expired)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refuse:
+            self._reply(
+                503,
+                "overloaded",
+                f"the server holds its maximum of {self.limits.max_connections} connections; "
+                "retry later",
+                retry_after=True,
+            )
+            return
+        super().data_received(data)
+        self._track()
+
+    def _track(self) -> None:
+        """Arm the timer of whatever the client owes us next, disarm the others."""
+        if self.transport.is_closing():
+            return
+        state = self.conn.their_state
+        if state is h11.IDLE:  # between requests: data so far is a partial head
+            self._partial = True
+            self._disarm("body")
+            self._arm("head", self.limits.header_timeout, self._head_expired)
+        elif state is h11.SEND_BODY:
+            self._partial = False
+            self._disarm("head")
+            self._arm("body", self.limits.body_timeout, self._body_expired)
+        else:
+            self._partial = False
+            self._disarm("head")
+            self._disarm("body")
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            # The next request's head is governed by the keep-alive timeout until
+            # its first byte arrives (uvicorn's own timer).
+            self._disarm("head")
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._arm("write", self.limits.write_timeout, self._write_expired)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm("write")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        super().connection_lost(exc)
+
+    # Timers ---------------------------------------------------------------------------
+
+    def _arm(self, name: str, seconds: float, callback: Any) -> None:
+        if name not in self._timers:
+            self._timers[name] = self.loop.call_later(seconds, callback)
+
+    def _disarm(self, name: str) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _head_expired(self) -> None:
+        self._timers.pop("head", None)
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if not self._partial:  # nothing sent at all: nobody to answer
+            log.debug("closed %s: no request within %ss", self.client, self.limits.header_timeout)
+            self.transport.close()
+            return
+        self._reply(
+            408,
+            "header-timeout",
+            f"the request headers were not complete within {self.limits.header_timeout} s",
+        )
+
+    def _body_expired(self) -> None:
+        self._timers.pop("body", None)
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            return
+        if self.cycle is not None and self.cycle.response_started:
+            self.transport.close()
+            return
+        self._reply(
+            408,
+            "body-timeout",
+            f"the request body did not arrive within {self.limits.body_timeout} s",
+        )
+
+    def _write_expired(self) -> None:
+        self._timers.pop("write", None)
+        log.debug(
+            "dropped %s: it read nothing for %ss", self.client, self.limits.write_timeout
+        )
+        self.transport.abort()  # close() would wait to flush to a client that never reads
+
+    def _reply(self, status: int, code: str, message: str, retry_after: bool = False) -> None:
+        """Answer outside the request cycle (it may not have started) and close."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True  # the app's own answer would go nowhere
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        head = (
+            f"HTTP/1.1 {status} {_PHRASES[status]}\r\n"
+            "content-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n"
+            + ("retry-after: 1\r\n" if retry_after else "")
+            + "connection: close\r\n\r\n"
+        )
+        self.transport.write(head.encode() + body)
+        self.transport.close()
+
+
+def guarded_protocol(limits: Limits) -> type[GuardedProtocol]:
+    """The protocol class for uvicorn's ``http=`` option, bound to ``limits``."""
+    return type("GuardedProtocol", (GuardedProtocol,), {"limits": limits})
+
+
+def uvicorn_options(limits: Limits) -> dict[str, Any]:
+    """The uvicorn settings that enforce ``limits`` (merge them into a Config)."""
+    return {
+        "http": guarded_protocol(limits),
+        "timeout_keep_alive": limits.keep_alive_timeout,
+    }
