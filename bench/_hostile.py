@@ -38,9 +38,11 @@ CREATE = {
 }
 
 
-def config_file(directory: Path, agents: int) -> Path:
-    """A MAS with ``agents`` platform agents (tokens 'p<i>-token')."""
-    lines = [f'[mas.soak]\nprotocols = ["{ROOT / "protocols" / "atomic-ucp.lsh"}"]']
+def config_file(directory: Path, agents: int, server: str = "") -> Path:
+    """A MAS with ``agents`` platform agents (tokens 'p<i>-token'); ``server`` is
+    the body of a ``[server]`` table."""
+    lines = [f"[server]\n{server}"] if server else []
+    lines.append(f'[mas.soak]\nprotocols = ["{ROOT / "protocols" / "atomic-ucp.lsh"}"]')
     for i in range(agents):
         lines.append(f'[mas.soak.agents.p{i}]\nroles = ["Platform"]\ntoken = "p{i}-token"')
     path = directory / "soak.toml"
@@ -58,6 +60,8 @@ class Tally:
     stream_gaps: list[tuple[int, int]] = field(default_factory=list)
     stream_duplicates: int = 0
     log_reads: int = 0
+    #: The last batch the subscriber received.
+    stream_last: int = 0
     #: Set on every batch the subscriber receives.
     progressed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -168,6 +172,7 @@ async def _subscriber(url: str, tally: Tally, stop: asyncio.Event, after: int) -
                         elif seq != last + 1:
                             tally.stream_gaps.append((last, seq))
                         last = max(last, seq)
+                        tally.stream_last = last
                         tally.stream_batches += 1
                         tally.progressed.set()
             except httpx.HTTPError:
@@ -184,6 +189,27 @@ async def load(
     tasks += [asyncio.create_task(_reader(url, tally, stop)) for _ in range(readers)]
     tasks.append(asyncio.create_task(_subscriber(url, tally, stop, after)))
     return stop, tasks
+
+
+async def finish(tally: Tally, stop: asyncio.Event, tasks: list[asyncio.Task[Any]],
+                 last_seq: int, seconds: float = 30) -> list[BaseException]:
+    """Stop the load, let the subscriber receive every batch up to ``last_seq``,
+    then stop it; returns the failures of the load's tasks."""
+    stop.set()
+    *workers, subscriber = tasks
+    results = await asyncio.gather(*workers, return_exceptions=True)
+
+    async def caught_up() -> None:
+        while tally.stream_last < last_seq and not subscriber.done():
+            tally.progressed.clear()
+            await tally.progressed.wait()
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(caught_up(), seconds)
+    subscriber.cancel()
+    results += await asyncio.gather(subscriber, return_exceptions=True)
+    return [r for r in results if isinstance(r, BaseException)
+            and not isinstance(r, asyncio.CancelledError)]
 
 
 async def read_log(url: str) -> list[dict[str, Any]]:
@@ -266,6 +292,14 @@ async def kill_cycles(
         stream_duplicates=tally.stream_duplicates,
     )
     return report
+
+
+def rss(pid: int) -> int:
+    """Resident memory of a process, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
 
 
 def print_json(data: Any) -> None:

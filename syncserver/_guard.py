@@ -21,6 +21,8 @@ on state changes only.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import gc
 import json
 import logging
 from typing import Any, ClassVar
@@ -99,6 +101,7 @@ class GuardedProtocol(H11Protocol):
             timer.cancel()
         self._timers.clear()
         super().connection_lost(exc)
+        _trimmer.closed(self.loop)
 
     # Timers ---------------------------------------------------------------------------
 
@@ -159,6 +162,50 @@ class GuardedProtocol(H11Protocol):
         )
         self.transport.write(head.encode() + body)
         self.transport.close()
+
+
+class _Trimmer:
+    """Gives memory back to the system after many connections have closed.
+
+    Each connection's buffers are small but many; once freed, the C allocator
+    keeps the pages for reuse, so a burst of slow clients would leave the
+    server's resident size at its peak. After a burst of closes, and once they
+    stop, the freed pages are returned (``malloc_trim``, where glibc has it)."""
+
+    BURST = 256  # closes that make a burst
+    SETTLE = 1.0  # seconds without a close before trimming
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.handle: asyncio.TimerHandle | None = None
+        self.trim = _malloc_trim()
+
+    def closed(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self.trim is None:
+            return
+        self.count += 1
+        if self.count >= self.BURST:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.handle = loop.call_later(self.SETTLE, self._run)
+
+    def _run(self) -> None:
+        self.count = 0
+        self.handle = None
+        gc.collect()
+        if self.trim is not None:
+            self.trim(0)
+
+
+def _malloc_trim() -> Any:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: its allocator may behave otherwise
+        return None
+
+
+_trimmer = _Trimmer()
 
 
 def guarded_protocol(limits: Limits) -> type[GuardedProtocol]:

@@ -77,6 +77,8 @@ def create_app(
     """
     limits = (limits or server.config.limits).replace(max_body=max_body)
     streams: dict[tuple[str, str], int] = {}  # (mas, agent) -> open event streams
+    chunk = max(limits.write_buffer, 4096)
+    server.cache_tail(limits.log_cache_bytes)
 
     def caller(request: Request) -> AgentConfig:
         header = request.headers.get("authorization", "")
@@ -86,7 +88,7 @@ def create_app(
         return server.authenticate(request.path_params["mas"], token.strip() or None)
 
     async def health(request: Request) -> Response:
-        return _json({"status": "ok", "policy": server.policy})
+        return _json({"status": "ok", "policy": server.policy, "streams": sum(streams.values())})
 
     async def mas_info(request: Request) -> Response:
         agent = caller(request)
@@ -194,7 +196,12 @@ def create_app(
                     except StopAsyncIteration:
                         return
                     next_batch = None
-                    yield batch.sse_frame
+                    frame = batch.sse_frame
+                    if len(frame) <= chunk:
+                        yield frame
+                    else:  # a slow reader's buffer then holds a piece, not a whole batch
+                        for start in range(0, len(frame), chunk):
+                            yield frame[start : start + chunk]
             finally:
                 if next_batch is not None:
                     next_batch.cancel()

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation, json_equal
 from syncserver.batch import Batch, Entry
 from syncserver.errors import Rejected, ServiceError
-from syncserver.store import Store
+from syncserver.feed import Lagging, Subscriber, Tail
+from syncserver.store import Store, StoreError
 
 log = logging.getLogger("strabo.syncserver")
 
@@ -40,8 +40,7 @@ class Attempt:
         return None if self.attempt_id is None else (self.performer, self.attempt_id)
 
 
-@dataclass(slots=True, frozen=True)
-class Receipt:
+class Receipt(NamedTuple):
     """A finalized attempt: the batch holding it and where its instances are in it.
 
     A batched window holds the attempts of several agents, and of one agent
@@ -53,65 +52,6 @@ class Receipt:
     @property
     def seq(self) -> int:
         return self.batch.seq
-
-
-class Lagging(Exception):
-    """A subscriber fell too far behind; it must reconnect and catch up from the log."""
-
-    def __init__(self, last: int) -> None:
-        super().__init__(f"fell behind after batch {last}")
-        self.last = last
-
-
-class Subscriber:
-    """A live feed of batches with a backlog bounded in batches and, for streams
-    that send them as server-sent events, in bytes.
-
-    All subscribers queue suffixes of the same sequence of batch objects, so the
-    memory they pin together is at most the largest backlog, however many there
-    are. One that exceeds its bound is dropped: its queue is freed at once and its
-    reader gets :class:`Lagging`, to resume from the log."""
-
-    def __init__(self, limit: int, limit_bytes: int | None = None) -> None:
-        self._queue: deque[Batch] = deque()
-        self._ready = asyncio.Event()
-        self._limit = limit
-        self._limit_bytes = limit_bytes
-        self._bytes = 0
-        self.lagging = False
-
-    def push(self, batch: Batch) -> None:
-        if self.lagging:
-            return
-        size = len(batch.sse_frame) if self._limit_bytes is not None else 0
-        if self._queue and (
-            len(self._queue) >= self._limit
-            or (self._limit_bytes is not None and self._bytes + size > self._limit_bytes)
-        ):
-            self.lagging = True
-            self._queue.clear()
-            self._bytes = 0
-        else:
-            self._queue.append(batch)
-            self._bytes += size
-        self._ready.set()
-
-    def close(self) -> None:
-        self.lagging = True
-        self._queue.clear()
-        self._bytes = 0
-        self._ready.set()
-
-    async def get(self) -> Batch:
-        while not self._queue:
-            if self.lagging:
-                raise Lagging(-1)
-            self._ready.clear()
-            await self._ready.wait()
-        batch = self._queue.popleft()
-        if self._limit_bytes is not None:
-            self._bytes -= len(batch.sse_frame)
-        return batch
 
 
 class Ledger:
@@ -140,6 +80,9 @@ class Ledger:
         self.next_seq = 1
         self.committed_seq = 0
         self.subscribers: set[Subscriber] = set()
+        #: The newest committed batches, shared by every reader catching up; off
+        #: (0 bytes) until an HTTP app turns it on, as in-process readers need none.
+        self.tail = Tail(0)
         # Batches accepted and numbered, waiting for their transaction, in seq order.
         self._pending: list[tuple[Batch, asyncio.Future[Batch]]] = []
         self._flush_scheduled = False
@@ -210,7 +153,8 @@ class Ledger:
                 return replay
             raise Rejected(await self._explain(violation, attempt))
         committing, [receipt] = self._finalize([attempt])
-        await committing
+        if committing is not None:
+            await committing
         return receipt
 
     async def _replay(self, attempt: Attempt) -> Receipt | None:
@@ -247,24 +191,29 @@ class Ledger:
 
     def _finalize(
         self, attempts: Sequence[Attempt]
-    ) -> tuple[asyncio.Future[Batch], list[Receipt]]:
-        """Number the accepted attempts as one batch and hand it to the writer.
+    ) -> tuple[asyncio.Future[Batch] | None, list[Receipt]]:
+        """Number the accepted attempts as one batch and hand it to the writer;
+        the future is None if the batch is already committed.
 
         Nothing here awaits: the batch numbered S is queued for its transaction
         before any later batch can be numbered, so batches are committed and
         published in the order of their numbers, whatever the caller awaits next."""
-        entries: list[Entry] = []
-        spans: list[tuple[int, ...]] = []
-        for a in attempts:
-            start = len(entries)
-            entries.extend(Entry(instance, a.performer, a.attempt_id) for instance in a.instances)
-            spans.append(tuple(range(start, len(entries))))
+        if len(attempts) == 1:  # instant policy: one attempt, one batch
+            a = attempts[0]
+            entries = [Entry(instance, a.performer, a.attempt_id) for instance in a.instances]
+            spans = [tuple(range(len(entries)))]
+        else:
+            entries, spans = [], []
+            for a in attempts:
+                start = len(entries)
+                entries.extend(Entry(i, a.performer, a.attempt_id) for i in a.instances)
+                spans.append(tuple(range(start, len(entries))))
         batch = Batch(self.protocol.name, self.next_seq, tuple(entries))
         receipts = [Receipt(batch, span) for span in spans]
         self.next_seq += 1
         self._uncommitted[batch.seq] = batch
         committing = self._enqueue(batch)
-        if not committing.done():
+        if committing is not None:
             for a, receipt in zip(attempts, receipts, strict=True):
                 if a.key is not None:
                     self._in_flight[a.key] = (receipt, committing)
@@ -286,9 +235,10 @@ class Ledger:
             else:
                 accepted.append((attempt, future))
         if accepted:
-            committing, receipts = self._finalize([a for a, _ in accepted])
             try:
-                await committing
+                committing, receipts = self._finalize([a for a, _ in accepted])
+                if committing is not None:
+                    await committing
             except ServiceError as exc:
                 for _, future in accepted:
                     future.set_exception(exc)
@@ -329,8 +279,10 @@ class Ledger:
 
     # Committing ---------------------------------------------------------------------
 
-    def _enqueue(self, batch: Batch) -> asyncio.Future[Batch]:
-        """Queue ``batch`` for its transaction; the future is done once it committed.
+    def _enqueue(self, batch: Batch) -> asyncio.Future[Batch] | None:
+        """Queue ``batch`` for its transaction; the future is done once it
+        committed, and None means it is committed already (raises ServiceError
+        if that commit failed).
 
         A store that writes without waiting (memory; SQLite without fsync) writes
         at once when nothing else is in flight; otherwise the batch waits for the
@@ -339,7 +291,6 @@ class Ledger:
         in the same groups. Either way batches are written in the order queued.
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Batch] = loop.create_future()
         if self.store.inline or (
             self.store.synchronous_append
             and not self._pending
@@ -347,8 +298,16 @@ class Ledger:
             and self._rebuilding is None
             and loop.time() - self._last_flush > self.QUIET
         ):
-            self._write_now([(batch, future)])
-            return future
+            self._last_flush = loop.time()
+            try:
+                self.store.append_now(self.mas, self.protocol, [batch])  # type: ignore[attr-defined]
+            except Exception as exc:
+                error = self._failed([], exc)
+                self._begin_rebuild()
+                raise error from None
+            self._committed(batch)
+            return None
+        future: asyncio.Future[Batch] = loop.create_future()
         self._pending.append((batch, future))
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -402,12 +361,15 @@ class Ledger:
         if self._pending:
             self._start_flush()
 
-    def _failed(self, pending: list[tuple[Batch, asyncio.Future[Batch]]], exc: Exception) -> None:
+    def _failed(
+        self, pending: list[tuple[Batch, asyncio.Future[Batch]]], exc: Exception
+    ) -> ServiceError:
         log.error("commit failed for %s/%s: %s", self.mas, self.protocol.name, exc)
         error = ServiceError(503, "store-failed", f"the attempt was not recorded: {exc}")
         for _, future in pending:
             if not future.done():
                 future.set_exception(error)
+        return error
 
     async def _flush(self) -> None:
         """Write every pending batch in one transaction, then acknowledge them."""
@@ -437,9 +399,12 @@ class Ledger:
             )
         self.committed_seq = max(self.committed_seq, batch.seq)
         self._uncommitted.pop(batch.seq, None)
-        for entry in batch.entries:
-            if entry.attempt_id is not None:
-                self._in_flight.pop((entry.performer, entry.attempt_id), None)
+        if self._in_flight:
+            for entry in batch.entries:
+                if entry.attempt_id is not None:
+                    self._in_flight.pop((entry.performer, entry.attempt_id), None)
+        if self.tail.limit:
+            self.tail.add(batch)
         for subscriber in self.subscribers:
             subscriber.push(batch)
 
@@ -457,7 +422,14 @@ class Ledger:
     async def _load_state(self) -> None:
         self.state = SocialState(self.protocol, fingerprints=self.fingerprints)
         self.next_seq = 1
+        self.tail.clear()
         for batch in await self.store.load(self.mas, self.protocol):
+            if batch.seq != self.next_seq:
+                raise StoreError(
+                    f"the log of {self.mas}/{self.protocol.name} has no batch {self.next_seq} "
+                    f"but has batch {batch.seq}: it is damaged (a strabo before 0.2 could "
+                    "write batched windows out of order); serve it from a new --db"
+                )
             self.state.apply([e.instance for e in batch.entries])
             self.next_seq = batch.seq + 1
         self.committed_seq = self.next_seq - 1
@@ -498,6 +470,9 @@ class Ledger:
         until = min(self.committed_seq, after + limit)
         if until <= after:
             return []
+        cached = self.tail.read(after, until)
+        if cached is not None:
+            return cached
         return await self.store.read(self.mas, self.protocol, after, until)
 
     async def subscribe(
@@ -513,14 +488,22 @@ class Ledger:
         subscriber = Subscriber(self.subscriber_backlog, max_bytes)
         self.subscribers.add(subscriber)
         last = after
+        # Pages from the store are this reader's own copies: start small, so that a
+        # reader that stalls holds little, and grow while the batches are small.
+        size = 8
         try:
             while last < self.committed_seq:
-                batches = await self.read(last, page)
+                batches = await self.read(last, size)
                 if not batches:
                     break
+                if len(batches) == size and (
+                    max_bytes is None or sum(len(b.sse_frame) for b in batches) < 65536
+                ):
+                    size = min(size * 2, page)
                 for batch in batches:
                     yield batch
                     last = batch.seq
+                del batches
             while True:
                 try:
                     batch = await subscriber.get()

@@ -46,10 +46,13 @@ class Limits:
     stream_backlog_bytes: int = 8 * MiB
     #: Batches an event stream may fall behind, whatever their size.
     stream_backlog: int = 10_000
+    #: Bytes of the newest batches kept in memory for agents catching up from the
+    #: log (one shared copy, instead of one read from the store per agent).
+    log_cache_bytes: int = 16 * MiB
     #: Bytes a response may queue in the server for one connection before the
     #: server stops producing it until the client reads (the transport's
     #: high-water mark). Low, so that many slow readers cost little memory.
-    write_buffer: int = 16 * 1024
+    write_buffer: int = 8 * 1024
 
     def replace(self, **changes: Any) -> Limits:
         """These limits with some changed (``None`` values are ignored)."""
@@ -65,6 +68,7 @@ _INTEGER = {
     "stream_backlog_bytes",
     "stream_backlog",
     "write_buffer",
+    "log_cache_bytes",
 }
 NAMES = frozenset(f.name for f in fields(Limits))
 

@@ -56,6 +56,9 @@ class SyncServer:
         # A memory store holds every value anyway: digests would save nothing there.
         self.fingerprints = not self.store.inline if fingerprints is None else fingerprints
         self.ledgers: dict[tuple[str, str], Ledger] = {}
+        #: Bytes of recent batches each ledger keeps for readers catching up
+        #: (set by the HTTP app; in-process readers need no cache).
+        self.tail_bytes = 0
         self._started = False
 
     @classmethod
@@ -104,6 +107,7 @@ class SyncServer:
                         subscriber_backlog=self.subscriber_backlog,
                         fingerprints=self.fingerprints,
                     )
+                    ledger.tail.limit = self.tail_bytes
                     await ledger.load()
                     self.ledgers[(system.name, protocol.name)] = ledger
         except BaseException:
@@ -118,6 +122,12 @@ class SyncServer:
         for ledger in self.ledgers.values():
             await ledger.close()
         await self.store.close()
+
+    def cache_tail(self, limit: int) -> None:
+        """Keep ``limit`` bytes of each ledger's newest batches for readers."""
+        self.tail_bytes = limit
+        for ledger in self.ledgers.values():
+            ledger.tail.limit = limit
 
     def close_streams(self) -> None:
         """End every live event stream (clients reconnect and resume)."""
