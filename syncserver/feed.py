@@ -80,7 +80,7 @@ class Tail:
     and at most ``count`` batches (a batch in memory costs several times its
     frame, so both bounds matter: few large batches, or many small ones)."""
 
-    def __init__(self, limit: int, count: int = 1000) -> None:
+    def __init__(self, limit: int, count: int = 256) -> None:
         self.limit = limit
         self.count = count
         self._batches: deque[Batch] = deque()

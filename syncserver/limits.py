@@ -46,8 +46,8 @@ class Limits:
     stream_backlog_bytes: int = 8 * MiB
     #: Batches an event stream may fall behind, whatever their size.
     stream_backlog: int = 10_000
-    #: Bytes of the newest batches kept in memory for agents catching up from the
-    #: log (one shared copy, instead of one read from the store per agent).
+    #: Bytes of the newest batches (256 at most) kept in memory for agents catching
+    #: up from the log (one shared copy, instead of one read from the store each).
     log_cache_bytes: int = 16 * MiB
     #: Bytes a response may queue in the server for one connection before the
     #: server stops producing it until the client reads (the transport's
