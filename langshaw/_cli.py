@@ -26,8 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from langshaw._validate import diagnose
     from langshaw.diagnostics import Diagnostic
+    from langshaw.model import diagnose
 
     failed = 0
     for name in args.files:

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 from lark import Token
 
 from langshaw._parser import RawProtocol, parse_raw
+from langshaw.action import Action
 from langshaw.diagnostics import (
     Diagnostic,
     LangshawSyntaxError,
     LangshawValidationError,
 )
-from langshaw.model import Action, LangshawProtocol
 
 _KEYWORDS = ("who", "what", "do", "sayso", "nono", "nogo")
 
@@ -52,7 +53,9 @@ def _listing(names: Iterable[str]) -> str:
     return ", ".join(names) or "none"
 
 
-def build(text: str, source: str) -> LangshawProtocol:
+def build(text: str, source: str) -> dict[str, Any]:
+    """The fields of a valid protocol (for ``LangshawProtocol(**fields)``); raises
+    LangshawError listing every error."""
     raw, syntax_errors = parse_raw(text, source)
     if syntax_errors or raw is None:
         raise LangshawSyntaxError(syntax_errors)
@@ -63,8 +66,9 @@ def build(text: str, source: str) -> LangshawProtocol:
     return protocol
 
 
-def diagnose(text: str, source: str) -> tuple[LangshawProtocol | None, list[Diagnostic]]:
-    """Every diagnostic for ``text`` (errors and warnings), and the protocol if it is valid."""
+def check_text(text: str, source: str) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
+    """Every diagnostic for ``text`` (errors and warnings), and the protocol's
+    fields if it is valid."""
     raw, syntax_errors = parse_raw(text, source)
     if syntax_errors or raw is None:
         return None, sorted(syntax_errors)
@@ -73,7 +77,7 @@ def diagnose(text: str, source: str) -> tuple[LangshawProtocol | None, list[Diag
     return (None if report.errors else protocol), sorted(report.items)
 
 
-def _check(raw: RawProtocol, report: _Report) -> LangshawProtocol | None:
+def _check(raw: RawProtocol, report: _Report) -> dict[str, Any] | None:
     assert raw.name is not None
     name = raw.name.value.strip()
     first_word = name.split()[0] if name.split() else ""
@@ -308,7 +312,7 @@ def _check(raw: RawProtocol, report: _Report) -> LangshawProtocol | None:
         for name, (actor, act_name, attrs, doc) in actions.items()
     }
     _warn_unreachable(built, sayso, keys, actions, completion, raw, report)
-    return LangshawProtocol(
+    return dict(
         name=name,
         roles=tuple(roles),
         keys=tuple(keys),

@@ -11,28 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from langshaw.diagnostics import Diagnostic
+from langshaw._validate import build, check_text
+from langshaw.action import Action
+from langshaw.diagnostics import Diagnostic, LangshawError
 
-
-@dataclass(frozen=True, eq=False)
-class Action:
-    """An action schema: who performs it and which attributes an instance binds.
-
-    ``keys`` are the protocol keys among the attributes (they make up an
-    instance's scope) and ``dependencies`` the attributes that name other actions
-    (each must have occurred first).
-    """
-
-    name: str
-    actor: str
-    attributes: tuple[str, ...]
-    doc: str = ""
-    keys: tuple[str, ...] = ()
-    dependencies: tuple[str, ...] = ()
-    line: int = 0
-
-    def __repr__(self) -> str:
-        return f"Action({self.actor}: {self.name}({', '.join(self.attributes)}))"
+__all__ = ["Action", "LangshawProtocol", "diagnose"]
 
 
 def _freeze(mapping: Mapping) -> Mapping:
@@ -72,9 +55,7 @@ class LangshawProtocol:
     @classmethod
     def parse(cls, text: str, source: str = "<string>") -> LangshawProtocol:
         """Parse and validate ``text``; raise LangshawError listing every error."""
-        from langshaw._validate import build
-
-        return build(text, source)
+        return cls(**build(text, source))
 
     @classmethod
     def load(cls, path: str | Path) -> LangshawProtocol:
@@ -83,14 +64,10 @@ class LangshawProtocol:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            from langshaw.diagnostics import LangshawError
-
             reason = exc.strerror or str(exc)
             diagnostic = Diagnostic(str(path), 1, 1, f"cannot read: {reason}", code="io")
             raise LangshawError([diagnostic]) from None
         except UnicodeDecodeError as exc:
-            from langshaw.diagnostics import LangshawError
-
             line = exc.object[: exc.start].count(b"\n") + 1
             diagnostic = Diagnostic(str(path), line, 1, "not UTF-8 text", code="io")
             raise LangshawError([diagnostic]) from None
@@ -136,3 +113,9 @@ class LangshawProtocol:
         goal = " and ".join(" or ".join(clause) for clause in self.completion) or "(none)"
         lines.append(f"  complete when: {goal}")
         return "\n".join(lines)
+
+
+def diagnose(text: str, source: str) -> tuple[LangshawProtocol | None, list[Diagnostic]]:
+    """Every diagnostic for ``text`` (errors and warnings), and the protocol if it is valid."""
+    fields, diagnostics = check_text(text, source)
+    return (LangshawProtocol(**fields) if fields is not None else None), diagnostics

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from langshaw import LangshawError, LangshawProtocol
-from langshaw._validate import diagnose
+from langshaw.model import diagnose
 from tests.conftest import FIXTURES
 
 BAD = sorted((FIXTURES / "lsh" / "bad").glob("*.lsh"))

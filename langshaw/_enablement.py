@@ -1,0 +1,181 @@
+"""The one evaluation behind both questions: is this action enabled, is this
+attempt legal. Sharing it is what makes the enabled set exactly the set of
+attempts that would be accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langshaw._compiled import (
+    _AMBIGUOUS,
+    _MISSING,
+    Enactment,
+    _agrees,
+    _Compiled,
+    _occurred_in,
+    _Scope,
+)
+from langshaw.instances import FRESH, Enablement, ScopeKey, Violation
+from langshaw.model import Action
+from langshaw.values import JSON, json_equal
+
+
+def _show(value: JSON) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _initiating(compiled: _Compiled, role: str) -> tuple[Enablement, ...]:
+    """Initiating actions depend only on the protocol, so they are computed once."""
+    cache_ = compiled.initiating
+    if role not in cache_:
+        found = []
+        for action in compiled.roles_actions.get(role, ()):
+            candidate = tuple((k, FRESH) for k in compiled.ordered_keys[action.name])
+            outcome = _evaluate(compiled, None, action, candidate)
+            if isinstance(outcome, Enablement):
+                found.append(outcome)
+        cache_[role] = tuple(found)
+    return cache_[role]
+
+
+def _evaluate(
+    c: _Compiled,
+    enactment: Enactment | None,
+    action: Action,
+    candidate: ScopeKey,
+    check: bool = False,
+) -> Any:
+    """Decide whether ``action`` is enabled in the ``candidate`` scope, and how.
+
+    The single decision behind both ``enabled`` and ``check``: a Violation, or
+    else an Enablement (with ``check``, just its fixed bindings, which is all a
+    check compares).
+    """
+    name = action.name
+    scopes: dict[ScopeKey, _Scope] = enactment.scopes if enactment is not None else {}
+    scope = scopes.get(candidate)
+    if scope is not None and name in scope.bindings:
+        return Violation("duplicate", f"'{name}' has already occurred in this scope", action=name)
+    values: dict[str, Any] | None = None
+
+    for dependency, relation, their_keys in c.dependencies[name]:
+        if relation == "same-or-up":
+            # The same scope or an ancestor: exactly one scope can hold it.
+            if values is None:
+                values = dict(candidate)
+            there = scopes.get(tuple((k, values[k]) for k in their_keys))
+            met = there is not None and dependency in there.bindings
+        elif relation == "down":
+            if values is None:
+                values = dict(candidate)
+            met = any(
+                _occurred_in(s, dependency, their_keys) and _agrees(s.key, values)
+                for s in scopes.values()
+            )
+        else:
+            met = False
+        if not met:
+            return Violation(
+                "dependency",
+                f"'{name}' needs '{dependency}' to have occurred first in this enactment",
+                action=name,
+                attribute=dependency,
+            )
+    for other, rule, relation, their_keys in c.exclusions[name]:
+        if not scopes:
+            break
+        if values is None:
+            values = dict(candidate)
+        if relation == "same-or-up":
+            there = scopes.get(tuple((k, values[k]) for k in their_keys))
+            hit = there is not None and other in there.bindings
+        else:
+            hit = any(
+                _occurred_in(s, other, their_keys) and _agrees(s.key, values)
+                for s in scopes.values()
+            )
+        if hit:
+            if rule == "nono":
+                message = (
+                    f"'{name}' and '{other}' exclude each other (nono), and '{other}' occurred"
+                )
+            else:
+                message = f"'{other}' occurred, and '{other} -/> {name}' (nogo)"
+            return Violation(rule, message, action=name, attribute=other)
+
+    if check:
+        keys: dict[str, Any] = {}
+        new_keys: list[str] = []
+        fixed: dict[str, Any] = {}  # keys need no comparing: they made the scope
+    else:
+        keys = {}
+        new_keys = []
+        for k, v in candidate:
+            if v is FRESH:
+                new_keys.append(k)
+            else:
+                keys[k] = v
+        fixed = dict(keys)
+    for dependency in action.dependencies:
+        fixed[dependency] = True
+    to_bind: list[str] = []
+    bound = scope.bindings if scope is not None else None
+    for attribute, may_bind in c.data[name]:
+        if bound is not None and attribute in bound:
+            fixed[attribute] = bound[attribute]
+        elif may_bind:
+            to_bind.append(attribute)
+        else:
+            if values is None:
+                values = dict(candidate)
+            inherited = _inherited(c, enactment, action, values, attribute)
+            if inherited is _MISSING:
+                owners = " > ".join(c.protocol.sayso.get(attribute, ())) or "nobody"
+                return Violation(
+                    "sayso",
+                    f"{action.actor} may not bind '{attribute}' (sayso gives it to {owners}) "
+                    f"and it is not bound yet, so '{name}' is not enabled",
+                    action=name,
+                    attribute=attribute,
+                )
+            if inherited is _AMBIGUOUS:
+                return Violation(
+                    "bound",
+                    f"'{attribute}' is bound to different values in enclosing scopes",
+                    action=name,
+                    attribute=attribute,
+                )
+            fixed[attribute] = inherited
+    if check:
+        return fixed
+    return Enablement(action, keys, tuple(new_keys), fixed, tuple(to_bind))
+
+
+def _inherited(
+    c: _Compiled,
+    enactment: Enactment | None,
+    action: Action,
+    values: dict[str, Any],
+    attribute: str,
+) -> Any:
+    """The value of ``attribute`` in the nearest ancestor scope that binds it."""
+    if enactment is None:
+        return _MISSING
+    found: list[Any] = []
+    size = -1
+    for keys in c.ancestor_keysets[action.name]:
+        if found and len(keys) < size:
+            break
+        key = tuple((k, values[k]) for k in keys)
+        scope = enactment.scopes.get(key)
+        if scope is not None and attribute in scope.bindings:
+            found.append(scope.bindings[attribute])
+            size = len(keys)
+    if not found:
+        return _MISSING
+    first = found[0]
+    if all(json_equal(first, other) for other in found[1:]):
+        return first
+    return _AMBIGUOUS
