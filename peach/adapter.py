@@ -22,7 +22,7 @@ from peach.view import View
 
 if TYPE_CHECKING:
     from peach.executor import Executor
-    from syncserver.batch import Batch
+    from strabo.core.batch import Batch
 
 log = logging.getLogger("strabo.peach")
 

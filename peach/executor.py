@@ -22,7 +22,7 @@ from peach.view import View, signature
 
 if TYPE_CHECKING:
     from peach.adapter import PeachAdapter
-    from syncserver.batch import Batch
+    from strabo.core.batch import Batch
 
 log = logging.getLogger("strabo.peach")
 

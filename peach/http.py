@@ -20,7 +20,7 @@ from httpx_sse import aconnect_sse
 from langshaw import ActionInstance, LangshawProtocol, Violation
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor
-from syncserver.batch import Batch, Entry
+from strabo.core.batch import Batch, Entry
 
 if TYPE_CHECKING:
     from peach.adapter import PeachAdapter

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from langshaw import ActionInstance
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor
-from syncserver.batch import Batch
-from syncserver.errors import Rejected, ServiceError
-from syncserver.server import SyncServer
+from strabo.core.batch import Batch
+from strabo.core.errors import Rejected, ServiceError
+from strabo.core.server import SyncServer
 
 if TYPE_CHECKING:
     from peach.adapter import PeachAdapter

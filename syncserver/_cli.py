@@ -99,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
+    from strabo.core.config import ConfigError, load_config
+    from strabo.core.server import SyncServer
+    from strabo.core.store import StoreError
     from syncserver._guard import uvicorn_options
     from syncserver.app import create_app
-    from syncserver.config import ConfigError, load_config
-    from syncserver.server import SyncServer
-    from syncserver.store import StoreError
 
     try:
         config = load_config(args.config)

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from syncserver.limits import Limits
+from strabo.core.limits import Limits
 
 log = logging.getLogger("strabo.syncserver")
 

@@ -24,12 +24,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from langshaw.values import json_problem
-from syncserver.batch import Batch
-from syncserver.config import AgentConfig
-from syncserver.errors import ServiceError
-from syncserver.ledger import Lagging
-from syncserver.limits import Limits
-from syncserver.server import SyncServer
+from strabo.core.batch import Batch
+from strabo.core.config import AgentConfig
+from strabo.core.errors import ServiceError
+from strabo.core.ledger import Lagging
+from strabo.core.limits import Limits
+from strabo.core.server import SyncServer
 from syncserver.wire import AttemptIn, describe
 
 log = logging.getLogger("strabo.syncserver")

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from langshaw import LangshawProtocol
-from strabo.serve import serve
+from strabo.serving import serve
 from syncserver import SyncServer, create_app
 from tests.conftest import SIMPLE_CREATE, load
 

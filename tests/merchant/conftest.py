@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from samples.ucp_merchant import Merchant, create_app, merchant_of
-from strabo.serve import serve
+from strabo.serving import serve
 
 from .shopper import Shopper
 

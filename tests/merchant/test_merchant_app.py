@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from samples.ucp_merchant import CatalogError, create_app, load_catalog, merchant_of
-from strabo.serve import serve
+from strabo.serving import serve
 
 from .conftest import SIMULATION_SECRET, MockAgent, Shop
 from .shopper import Shopper, headers, line

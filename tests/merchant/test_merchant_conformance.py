@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from samples.ucp_merchant import create_app
-from strabo.serve import serve
+from strabo.serving import serve
 
 from .conftest import SIMULATION_SECRET, MockAgent
 from .shapes import differences

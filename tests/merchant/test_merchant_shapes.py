@@ -7,7 +7,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from strabo.serve import serve
+from strabo.serving import serve
 
 from .conftest import MockAgent
 from .shapes import differences, signature

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from langshaw import ActionInstance
+from strabo.core.feed import Lagging, Subscriber, Tail
 from syncserver import Batch, Entry
-from syncserver.feed import Lagging, Subscriber, Tail
 from tests.conftest import SIMPLE_CREATE, load
 
 SIMPLE = load("atomic-ucp.lsh")

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawError, LangshawProtocol
-from syncserver.limits import NAMES as LIMIT_NAMES
-from syncserver.limits import Limits, limits_from
+from strabo.core.limits import NAMES as LIMIT_NAMES
+from strabo.core.limits import Limits, limits_from
 
 
 class ConfigError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from syncserver.batch import Batch
+from strabo.core.batch import Batch
 
 
 class Lagging(Exception):

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation, json_equal
-from syncserver.batch import Batch, Entry
-from syncserver.errors import Rejected, ServiceError
-from syncserver.feed import Lagging, Subscriber, Tail
-from syncserver.store import Store, StoreError
+from strabo.core.batch import Batch, Entry
+from strabo.core.errors import Rejected, ServiceError
+from strabo.core.feed import Lagging, Subscriber, Tail
+from strabo.core.store import Store, StoreError
 
 log = logging.getLogger("strabo.syncserver")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol
-from syncserver.batch import Batch, Entry
+from strabo.core.batch import Batch, Entry
 
 log = logging.getLogger("strabo.syncserver")
 

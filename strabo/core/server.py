@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
-from syncserver.batch import Batch
-from syncserver.config import AgentConfig, Config, MASConfig
-from syncserver.errors import Rejected, ServiceError
-from syncserver.ledger import Attempt, Ledger, Receipt
-from syncserver.store import Store, open_store
+from strabo.core.batch import Batch
+from strabo.core.config import AgentConfig, Config, MASConfig
+from strabo.core.errors import Rejected, ServiceError
+from strabo.core.ledger import Attempt, Ledger, Receipt
+from strabo.core.store import Store, open_store
 
 POLICIES = ("instant", "batched")
 
@@ -73,7 +73,7 @@ class SyncServer:
     ) -> SyncServer:
         """A server for one MAS built in code: ``agents`` maps a name to its roles
         (``"Role"`` or ``"Protocol:Role"``); tokens default to the agent names."""
-        from syncserver.config import build_config
+        from strabo.core.config import build_config
 
         data = {
             "mas": {
