@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from langshaw import ActionInstance, LangshawProtocol, SocialState
 from peach.errors import BindError
+from peach.executor import Executor
 from peach.feasible import FeasibleAction
 from peach.keys import new_key
 from peach.view import View
 
 if TYPE_CHECKING:
-    from peach.executor import Executor
     from strabo.core.batch import Batch
 
 log = logging.getLogger("strabo.peach")

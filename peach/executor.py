@@ -14,19 +14,39 @@ import itertools
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from langshaw import ActionInstance, LangshawProtocol
 from peach.errors import ExecutorError
 from peach.view import View, signature
-
-if TYPE_CHECKING:
-    from peach.adapter import PeachAdapter
-    from strabo.core.batch import Batch
+from strabo.core.batch import Batch
 
 log = logging.getLogger("strabo.peach")
 
 _PAGE = 1000
+
+
+class Member(Protocol):
+    """What an executor needs of the adapters it serves (``PeachAdapter`` is one).
+
+    Stated here, where it is used, so that executors do not depend on the
+    adapter class: the adapter depends on the executor, not the other way."""
+
+    name: str
+    role: str
+    protocol: LangshawProtocol
+
+    def _attach(self, view: View) -> None: ...
+
+    def _go_live(self) -> None: ...
+
+    def _after(
+        self,
+        batch: Batch,
+        completed: list[tuple[Any, ...]],
+        touched: list[tuple[Any, ...]],
+        live: bool,
+    ) -> None: ...
 
 
 class _Feed:
@@ -36,13 +56,13 @@ class _Feed:
         self.executor = executor
         self.protocol = protocol
         self.view = View(protocol)
-        self.adapters: list[PeachAdapter] = []
+        self.adapters: list[Member] = []
         self.applied = 0
         self.lock = asyncio.Lock()
         self.task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
-    async def add(self, adapter: PeachAdapter) -> None:
+    async def add(self, adapter: Member) -> None:
         """Attach ``adapter`` to the view (brought up to date without running any
         handler if the feed is new), then let it go live."""
         if signature(adapter.protocol) != signature(self.protocol):
@@ -67,7 +87,7 @@ class _Feed:
         if self.task is None:
             self.task = asyncio.create_task(self._run(), name=f"feed {self.protocol.name}")
 
-    async def remove(self, adapter: PeachAdapter) -> None:
+    async def remove(self, adapter: Member) -> None:
         if adapter in self.adapters:
             self.adapters.remove(adapter)
         if not self.adapters and self.task is not None:
@@ -147,7 +167,7 @@ class Executor:
         self.mas = mas
         self.retries = retries
         self._feeds: dict[str, _Feed] = {}
-        self._adapters: list[PeachAdapter] = []
+        self._adapters: list[Member] = []
         self._open = False
         self._join_lock: asyncio.Lock | None = None
         # Attempt ids: unique across clients (random prefix), cheap per attempt.
@@ -162,24 +182,24 @@ class Executor:
     async def _disconnect(self) -> None:
         """Close connections (called after the last adapter leaves)."""
 
-    async def _admit(self, adapter: PeachAdapter) -> None:
+    async def _admit(self, adapter: Member) -> None:
         """Check that ``adapter`` may join (its name and role)."""
 
     async def _send(
-        self, adapter: PeachAdapter, instances: Sequence[ActionInstance], attempt_id: str
+        self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str
     ) -> tuple[Batch, list[int]]:
         """Finalize an attempt: the batch holding it, and its instances' positions."""
         raise NotImplementedError
 
-    async def _read(self, adapter: PeachAdapter, after: int, limit: int) -> list[Batch]:
+    async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
         raise NotImplementedError
 
-    def _stream(self, adapter: PeachAdapter, after: int) -> AsyncIterator[Batch]:
+    def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
         raise NotImplementedError
 
     # Used by adapters ---------------------------------------------------------------
 
-    async def join(self, adapter: PeachAdapter) -> None:
+    async def join(self, adapter: Member) -> None:
         if self._join_lock is None:
             self._join_lock = asyncio.Lock()
         async with self._join_lock:
@@ -198,7 +218,7 @@ class Executor:
                 raise
             self._adapters.append(adapter)
 
-    async def leave(self, adapter: PeachAdapter) -> None:
+    async def leave(self, adapter: Member) -> None:
         if self._join_lock is None:
             self._join_lock = asyncio.Lock()
         async with self._join_lock:
@@ -218,7 +238,7 @@ class Executor:
             await self._disconnect()
 
     async def attempt(
-        self, adapter: PeachAdapter, instances: Sequence[ActionInstance]
+        self, adapter: Member, instances: Sequence[ActionInstance]
     ) -> list[ActionInstance]:
         if adapter not in self._adapters:
             raise ExecutorError(
@@ -241,7 +261,7 @@ class Executor:
             await feed.deliver(batch)
         return [batch.entries[i].instance for i in mine]
 
-    async def sync(self, adapter: PeachAdapter) -> None:
+    async def sync(self, adapter: Member) -> None:
         feed = self._feeds.get(adapter.protocol.name)
         if feed is None or adapter not in feed.adapters:
             raise ExecutorError(f"{adapter!r} is not started")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -19,11 +19,8 @@ from httpx_sse import aconnect_sse
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
 from peach.errors import ActionRejected, ExecutorError
-from peach.executor import Executor
+from peach.executor import Executor, Member
 from strabo.core.batch import Batch, Entry
-
-if TYPE_CHECKING:
-    from peach.adapter import PeachAdapter
 
 log = logging.getLogger("strabo.peach")
 
@@ -70,7 +67,7 @@ class SyncExecutor(Executor):
         self.agent: str | None = None
         self.roles: dict[str, list[str]] = {}
 
-    def _path(self, adapter: PeachAdapter, tail: str) -> str:
+    def _path(self, adapter: Member, tail: str) -> str:
         return (
             f"/mas/{quote(self.mas, safe='')}/protocols/"
             f"{quote(adapter.protocol.name, safe='')}/{tail}"
@@ -100,7 +97,7 @@ class SyncExecutor(Executor):
             await self._client.aclose()
             self._client = None
 
-    async def _admit(self, adapter: PeachAdapter) -> None:
+    async def _admit(self, adapter: Member) -> None:
         if adapter.name != self.agent:
             raise ExecutorError(
                 f"the adapter is named {adapter.name!r} but the token authenticates agent "
@@ -125,7 +122,7 @@ class SyncExecutor(Executor):
         return self._client
 
     async def _send(
-        self, adapter: PeachAdapter, instances: Sequence[ActionInstance], attempt_id: str
+        self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str
     ) -> tuple[Batch, list[int]]:
         body = {
             "instances": [
@@ -144,7 +141,7 @@ class SyncExecutor(Executor):
             return _finalized(adapter, instances, data), list(data["attempt"])
         raise _rejection(response, instances)
 
-    async def _read(self, adapter: PeachAdapter, after: int, limit: int) -> list[Batch]:
+    async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
         try:
             response = await self.client.get(
                 self._path(adapter, "log"), params={"after": after, "limit": limit}
@@ -155,7 +152,7 @@ class SyncExecutor(Executor):
             raise _error(response, "cannot read the log")
         return [parse_batch(adapter.protocol, e) for e in response.json()["events"]]
 
-    async def _stream(self, adapter: PeachAdapter, after: int) -> AsyncIterator[Batch]:
+    async def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
         timeout = httpx.Timeout(self.timeout, read=max(self.timeout, 60.0))
         async with aconnect_sse(
             self.client,
@@ -173,7 +170,7 @@ class SyncExecutor(Executor):
 
 
 def _finalized(
-    adapter: PeachAdapter, instances: Sequence[ActionInstance], data: Mapping[str, Any]
+    adapter: Member, instances: Sequence[ActionInstance], data: Mapping[str, Any]
 ) -> Batch:
     """The batch an attempt's answer describes: our instances at their positions,
     and the entries of other attempts finalized in the same batch, as sent."""

@@ -8,17 +8,13 @@ behaves the same on either executor.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
 
 from langshaw import ActionInstance
 from peach.errors import ActionRejected, ExecutorError
-from peach.executor import Executor
+from peach.executor import Executor, Member
 from strabo.core.batch import Batch
 from strabo.core.errors import Rejected, ServiceError
 from strabo.core.server import SyncServer
-
-if TYPE_CHECKING:
-    from peach.adapter import PeachAdapter
 
 
 class LocalExecutor(Executor):
@@ -42,7 +38,7 @@ class LocalExecutor(Executor):
             self._owns_server = False
             await self.server.stop()
 
-    async def _admit(self, adapter: PeachAdapter) -> None:
+    async def _admit(self, adapter: Member) -> None:
         try:
             agent = self.server.agent(self.mas, adapter.name)
             self.server.ledger(self.mas, adapter.protocol.name, agent)
@@ -58,7 +54,7 @@ class LocalExecutor(Executor):
             )
 
     async def _send(
-        self, adapter: PeachAdapter, instances: Sequence[ActionInstance], attempt_id: str
+        self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str
     ) -> tuple[Batch, list[int]]:
         agent = self.server.agent(self.mas, adapter.name)
         try:
@@ -73,10 +69,10 @@ class LocalExecutor(Executor):
             ) from None
         return receipt.batch, list(receipt.positions)
 
-    async def _read(self, adapter: PeachAdapter, after: int, limit: int) -> list[Batch]:
+    async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
         agent = self.server.agent(self.mas, adapter.name)
         return await self.server.read(self.mas, adapter.protocol.name, agent, after, limit)
 
-    def _stream(self, adapter: PeachAdapter, after: int) -> AsyncIterator[Batch]:
+    def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
         agent = self.server.agent(self.mas, adapter.name)
         return self.server.subscribe(self.mas, adapter.protocol.name, agent, after)
