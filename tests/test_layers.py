@@ -71,7 +71,7 @@ def test_no_module_imports_itself_through_others() -> None:
             if node.startswith(target + ".") or target.startswith(node + "."):
                 continue  # a package and its own modules
             if state.get(target) == 1:
-                cycles.append(stack[stack.index(target) :] + [target])
+                cycles.append([*stack[stack.index(target):], target])
             elif target not in state:
                 visit(target)
         stack.pop()
