@@ -198,7 +198,7 @@ def _syntax_diagnostic(source: str, error: UnexpectedInput, open_paren: Token | 
         token = error.token
         expected = set(error.expected)
         if getattr(error, "interactive_parser", None) is not None:
-            expected = set(error.interactive_parser.accepts())  # exact, unlike the lexer's guess
+            expected = set(error.interactive_parser.accepts())  # type: ignore[no-untyped-call]  # exact
         if open_paren is not None:
             expected.discard("_NL")  # line breaks are dropped inside parentheses
         line = token.line if token.line is not None else error.line
@@ -236,9 +236,10 @@ def parse_raw(text: str, source: str) -> tuple[RawProtocol | None, list[Diagnost
                     break
                 seen.add(where)
                 errors.append(diagnostic)
-                text = _recover(text, error, parser.postlexer.statement_start)
-                if text is None:
+                recovered = _recover(text, error, parser.postlexer.statement_start)
+                if recovered is None:
                     break
+                text = recovered
                 continue
             raw = _build(tree, list(parser.comments), text)
             return raw, errors
@@ -262,7 +263,7 @@ def _recover(text: str, error: UnexpectedInput, statement_start: int) -> str | N
         else:
             end = _line_end(text, token.start_pos or 0)
     else:
-        end = _line_end(text, error.pos_in_stream)
+        end = _line_end(text, error.pos_in_stream or 0)
     start = min(statement_start, end)
     if start == end or not text[start:end].strip():
         # Nothing left to blank in this statement: take the whole line instead.
@@ -276,11 +277,11 @@ def _recover(text: str, error: UnexpectedInput, statement_start: int) -> str | N
     return _blank(text, start, end)
 
 
-def _tokens(tree: Tree) -> list[Token]:
+def _tokens(tree: Tree[Token]) -> list[Token]:
     return [child for child in tree.children if isinstance(child, Token)]
 
 
-def _build(tree: Tree, comments: list[Token], text: str) -> RawProtocol:
+def _build(tree: Tree[Token], comments: list[Token], text: str) -> RawProtocol:
     raw = RawProtocol()
     for child in tree.children:
         if not isinstance(child, Tree):
@@ -351,4 +352,4 @@ def _attach_docs(raw: RawProtocol, comments: list[Token], text: str) -> None:
 
 
 def _comment_text(token: Token) -> str:
-    return token.value.lstrip("#").strip()
+    return str(token.value).lstrip("#").strip()

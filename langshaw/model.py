@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from langshaw._validate import build, check_text
 from langshaw.action import Action
@@ -18,7 +19,7 @@ from langshaw.diagnostics import Diagnostic, LangshawError
 __all__ = ["Action", "LangshawProtocol", "diagnose"]
 
 
-def _freeze(mapping: Mapping) -> Mapping:
+def _freeze(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping))
 
 

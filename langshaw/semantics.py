@@ -162,7 +162,7 @@ class SocialState:
     ) -> Violation | None:
         """Would this atomic list be accepted? Each instance is checked against the
         state plus the earlier instances of the list; the state is left unchanged."""
-        undo: list[tuple] = []
+        undo: list[tuple[Any, ...]] = []
         try:
             return self._attempt(instances, roles, undo)
         finally:
@@ -177,7 +177,7 @@ class SocialState:
         ``roles``, when given, are the roles the performer plays; performing an
         action of another role is a ``role`` violation.
         """
-        undo: list[tuple] = []
+        undo: list[tuple[Any, ...]] = []
         violation = self._attempt(instances, roles, undo)
         if violation is not None:
             self._rollback(undo)
@@ -227,7 +227,7 @@ class SocialState:
         self,
         instances: Sequence[ActionInstance],
         roles: Collection[str] | None,
-        undo: list[tuple],
+        undo: list[tuple[Any, ...]],
     ) -> Violation | None:
         for index, instance in enumerate(instances):
             checked = self._check_one(instance, roles)
@@ -291,7 +291,7 @@ class SocialState:
         outcome = _evaluate(self._c, enactment, action, scope, check=True)
         if type(outcome) is Violation:
             return outcome
-        for attribute, expected in outcome.items():  # type: ignore[union-attr]
+        for attribute, expected in outcome.items():
             given = bindings[attribute]
             if not json_equal(self._store(given, attribute), expected):
                 if attribute in protocol.actions:
@@ -315,9 +315,9 @@ class SocialState:
     def _apply_one(
         self,
         instance: ActionInstance,
-        undo: list[tuple] | None,
+        undo: list[tuple[Any, ...]] | None,
         located: tuple[tuple[Any, ...], ScopeKey] | None = None,
-    ) -> tuple | None:
+    ) -> tuple[Any, ...] | None:
         """Record one instance (already checked, or finalized elsewhere); returns its
         root if this made the enactment complete. Hot: kept free of helper calls."""
         c = self._c
@@ -392,7 +392,7 @@ class SocialState:
             for clause in self.protocol.completion
         )
 
-    def _rollback(self, undo: list[tuple]) -> None:
+    def _rollback(self, undo: list[tuple[Any, ...]]) -> None:
         for entry in reversed(undo):
             kind = entry[0]
             if kind == "bind":

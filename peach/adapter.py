@@ -59,13 +59,13 @@ class PeachAdapter:
         self._enabled_handlers: dict[str, list[EnabledHandler]] = {}
         self._completion_handlers: list[CompletionHandler] = []
         self._enabled_cache: dict[tuple[Any, ...], list[FeasibleAction]] = {}
-        self._fired: dict[tuple[Any, ...], set[tuple]] = {}
-        self._fired_initiating: set[tuple] = set()
+        self._fired: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
+        self._fired_initiating: set[tuple[Any, ...]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._live = False
         self._running = False
         self._stopped = asyncio.Event()
-        self.listeners: list[Callable[[Batch, list[tuple]], None]] = []
+        self.listeners: list[Callable[[Batch, list[tuple[Any, ...]]], None]] = []
 
     # Registration ---------------------------------------------------------------
 
@@ -359,7 +359,7 @@ class PeachAdapter:
             for handler in self._completion_handlers:
                 self._spawn(handler(keys, self.mas_id), handler, "completion")
         if self._enabled_handlers or self.listeners:
-            newly: list[tuple] = []
+            newly: list[tuple[Any, ...]] = []
             for root in touched:
                 newly.extend(self._newly_enabled(root))
             for listener in self.listeners:
@@ -368,7 +368,7 @@ class PeachAdapter:
     def _go_live(self) -> None:
         """Start-up: everything enabled now counts as newly enabled."""
         self._live = True
-        newly: list[tuple] = []
+        newly: list[tuple[Any, ...]] = []
         for root in self.state.roots():
             newly.extend(self._newly_enabled(root))
         for feasible in self.initiating():
@@ -378,7 +378,7 @@ class PeachAdapter:
                 newly.append(("initiating", feasible))
                 self._fire_enabled(feasible)
 
-    def _newly_enabled(self, root: tuple[Any, ...]) -> list[tuple]:
+    def _newly_enabled(self, root: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         fired = self._fired.setdefault(root, set())
         newly = []
         for feasible in self._enabled_in(root):
@@ -406,7 +406,10 @@ class PeachAdapter:
         self, coroutine: Awaitable[Any], handler: Any, what: str, trigger: Any = None
     ) -> None:
         context = self._handler_context(trigger) if trigger is not None else None
-        task = asyncio.get_running_loop().create_task(coroutine, context=context)  # type: ignore[arg-type]
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(
+            coroutine,  # type: ignore[arg-type]
+            context=context,
+        )
         self._tasks.add(task)
 
         def done(t: asyncio.Task[Any]) -> None:

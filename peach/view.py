@@ -37,6 +37,6 @@ class View:
         return completed, touched
 
 
-def signature(protocol: LangshawProtocol) -> tuple:
+def signature(protocol: LangshawProtocol) -> tuple[Any, ...]:
     """What two protocol objects must share to be enacted as one."""
     return tuple((a.name, a.actor, a.attributes) for a in protocol.actions.values())

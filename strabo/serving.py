@@ -33,7 +33,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @contextlib.asynccontextmanager
@@ -61,7 +62,7 @@ async def serve(
     }
     settings.update(config)
     server = _Server(uvicorn.Config(app, **settings))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
     task = asyncio.create_task(server.serve(sockets=[sock]))
     ready = asyncio.create_task(server.ready.wait())
     try:

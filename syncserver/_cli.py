@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strabo.core.limits import Limits
+from typing import Any
 
 DESCRIPTION = """\
 Run a SyncServer: the shared social state of every enactment of the
@@ -134,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
     class Uvicorn(uvicorn.Server):
-        async def shutdown(self, sockets: list | None = None) -> None:
+        async def shutdown(self, sockets: list[Any] | None = None) -> None:
             server.close_streams()  # end event streams first, or they hold the shutdown
             await super().shutdown(sockets=sockets)
 
@@ -180,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
-def _fit_descriptors(limits):
+def _fit_descriptors(limits: Limits) -> Limits:
     """Raise the open-file limit so that ``max_connections`` can be reached, or
     lower ``max_connections`` to what the system allows, and say so."""
     try:
@@ -207,10 +213,9 @@ def _fit_descriptors(limits):
     return limits
 
 
-def bind(host: str, port: int):
+def bind(host: str, port: int) -> socket.socket:
     """A listening socket, bound before anything is printed, so that the printed
     address is ready to accept connections (and --port 0 can report its port)."""
-    import socket
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

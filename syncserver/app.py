@@ -27,7 +27,8 @@ from langshaw.values import json_problem
 from strabo.core.batch import Batch
 from strabo.core.config import AgentConfig
 from strabo.core.errors import ServiceError
-from strabo.core.ledger import Lagging
+from strabo.core.feed import Lagging
+from strabo.core.ledger import Ledger
 from strabo.core.limits import Limits
 from strabo.core.server import SyncServer
 from syncserver.wire import AttemptIn, describe
@@ -103,7 +104,7 @@ def create_app(
             }
         )
 
-    def ledger_for(request: Request):
+    def ledger_for(request: Request) -> tuple[AgentConfig, Ledger]:
         agent = caller(request)
         params = request.path_params
         return agent, server.ledger(params["mas"], params["protocol"], agent)

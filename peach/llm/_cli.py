@@ -311,8 +311,8 @@ def _agents(name: str, pairs: list[tuple[Any, str]], peers: list[str]) -> dict[s
     return agents
 
 
-def _printer(name: str) -> Callable[[Any, list[tuple]], None]:
-    def show(batch: Any, newly: list[tuple]) -> None:
+def _printer(name: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
+    def show(batch: Any, newly: list[tuple[Any, ...]]) -> None:
         for entry in batch.entries:
             who = "you" if entry.performer == name else entry.performer
             keys = " ".join(f"{k}={v}" for k, v in entry.instance.keys.items())

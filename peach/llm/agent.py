@@ -98,7 +98,7 @@ class LLMAgent:
         reserved = {t["name"] for t in BUILTIN_TOOLS} | {DISMISS_TOOL["name"]}
         clash = reserved & set(self.tools)
         if clash:
-            raise ValueError(f"local tool names {sorted(clash)} are reserved")
+            raise ValueError(f"local tool names {sorted(map(str, clash))} are reserved")
         self.hooks = hooks or Hooks()
         known = {a for adapter in self.adapters for a in adapter.protocol.actions}
         unknown = self.hooks.actions - known
@@ -284,11 +284,11 @@ class LLMAgent:
         self._reasons.append(reason)
         self._wake.set()
 
-    def _listener(self, index: int) -> Callable[[Any, list[tuple]], None]:
+    def _listener(self, index: int) -> Callable[[Any, list[tuple[Any, ...]]], None]:
         adapter = self.adapters[index]
         roots = adapter.protocol.root_keys
 
-        def on_batch(batch: Any, newly: list[tuple]) -> None:
+        def on_batch(batch: Any, newly: list[tuple[Any, ...]]) -> None:
             own = all(entry.performer in self._names for entry in batch.entries)
             for entry in batch.entries:
                 for attribute, value in entry.instance.bindings.items():
@@ -374,9 +374,11 @@ class LLMAgent:
             for _, instance, who in adapter.history(root)
         )
 
-    def _enactments(self, offers: Sequence[Offer]) -> list[tuple[str, PeachAdapter, tuple]]:
+    def _enactments(
+        self, offers: Sequence[Offer]
+    ) -> list[tuple[str, PeachAdapter, tuple[Any, ...]]]:
         """The enactments to show: those the agent is in, and any other where it may act."""
-        shown: dict[str, tuple[str, PeachAdapter, tuple]] = {}
+        shown: dict[str, tuple[str, PeachAdapter, tuple[Any, ...]]] = {}
         for index, root in sorted(self._mine, key=lambda m: self._label(self.adapters[m[0]], m[1])):
             adapter = self.adapters[index]
             shown[self._label(adapter, root)] = (self._label(adapter, root), adapter, root)
@@ -789,7 +791,8 @@ def _block(block: Any) -> dict[str, Any]:
     if isinstance(block, dict):
         return dict(block)
     if hasattr(block, "model_dump"):
-        return block.model_dump(exclude_none=True)
+        dumped: dict[str, Any] = block.model_dump(exclude_none=True)
+        return dumped
     return {"type": getattr(block, "type", "unknown")}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -152,9 +152,9 @@ class Ledger:
             if replay is not None:
                 return replay
             raise Rejected(await self._explain(violation, attempt))
-        committing, [receipt] = self._finalize([attempt])
-        if committing is not None:
-            await committing
+        finalizing, [receipt] = self._finalize([attempt])
+        if finalizing is not None:
+            await finalizing
         return receipt
 
     async def _replay(self, attempt: Attempt) -> Receipt | None:
@@ -477,7 +477,7 @@ class Ledger:
 
     async def subscribe(
         self, after: int, page: int = 500, max_bytes: int | None = None
-    ) -> AsyncIterator[Batch]:
+    ) -> AsyncGenerator[Batch, None]:
         """Every committed batch after ``after``: first from the log, then live,
         in order, each once. Raises :class:`Lagging` (naming the last batch given)
         if the reader falls more than the backlog behind.

@@ -247,7 +247,9 @@ class SQLiteStore(Store):
             self.append_now(mas, protocol, batches)
 
     @staticmethod
-    def _rows(mas: str, protocol: LangshawProtocol, batches: Sequence[Batch]) -> list[tuple]:
+    def _rows(
+        mas: str, protocol: LangshawProtocol, batches: Sequence[Batch]
+    ) -> list[tuple[Any, ...]]:
         roots = protocol.root_keys
         return [
             (
@@ -284,7 +286,7 @@ class SQLiteStore(Store):
         if not future.cancelled() and future.exception() is not None:
             log.warning("checkpoint of %s failed: %s", self.path, future.exception())
 
-    def _append(self, rows: list[tuple]) -> None:
+    def _append(self, rows: list[tuple[Any, ...]]) -> None:
         db = self._db
         assert db is not None, "store is not open"
         try:
@@ -314,12 +316,15 @@ class SQLiteStore(Store):
             batches.append(Batch(protocol.name, seq, tuple(entries)))  # type: ignore[arg-type]
         return batches
 
-    async def _query(self, protocol: LangshawProtocol, where: str, args: tuple) -> list[Batch]:
+    async def _query(
+        self, protocol: LangshawProtocol, where: str, args: tuple[Any, ...]
+    ) -> list[Batch]:
         sql = (
             f"SELECT {_COLUMNS} FROM instances WHERE mas = ? AND protocol = ? {where} "
             "ORDER BY seq, idx"
         )
-        return await self._run(self._select, protocol, sql, args)
+        batches: list[Batch] = await self._run(self._select, protocol, sql, args)
+        return batches
 
     async def load(self, mas: str, protocol: LangshawProtocol) -> list[Batch]:
         return await self._query(protocol, "", (mas, protocol.name))
