@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="  ! %(name)s: %(message)s")
-    logging.getLogger("samples.ucp_merchant").setLevel(logging.ERROR)
+    logging.getLogger("strabo.merchant").setLevel(logging.ERROR)
     return asyncio.run(demo(args.protocol, args.policy, args.merchant, args.timeout))
 
 
@@ -75,8 +75,8 @@ async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: f
     from samples.ucp.incremental_proxy import incremental_proxy
     from samples.ucp.platform_agent import PROTOCOL as ATOMIC
     from samples.ucp.platform_agent import platform_agent
-    from samples.ucp_merchant import create_app as merchant_app
     from strabo import serve
+    from strabo.merchant import create_app as merchant_app
     from syncserver import SyncServer, create_app
 
     if protocol_name == "atomic":

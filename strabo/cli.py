@@ -15,7 +15,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "check": ("langshaw._cli", "parse and validate Langshaw protocol files"),
     "syncserver": ("syncserver._cli", "run a SyncServer hosting multiagent systems"),
-    "merchant": ("samples.ucp_merchant._cli", "run the bundled UCP merchant"),
+    "merchant": ("strabo.merchant._cli", "run the bundled UCP merchant"),
     "demo": ("samples.demo", "run a whole UCP checkout with embedded parts"),
     "agent": ("peach.llm._cli", "run an LLM agent that enacts Langshaw protocols"),
 }

@@ -330,8 +330,8 @@ async def ucp(merchant_url: str | None = None, **agent_options: Any) -> Outcome:
     (or the one at ``merchant_url``); the payment credential comes from a hook."""
     from proxy import ProxyAdapter
     from samples.ucp.business_proxy import business_proxy
-    from samples.ucp_merchant import create_app
     from strabo import serve
+    from strabo.merchant import create_app
 
     agents = {"platform": ["Platform"], "business": ["Business"]}
     async with World(["atomic-ucp.lsh"], agents) as world:

@@ -1,1 +1,1 @@
-"""Tests of the bundled UCP merchant (samples.ucp_merchant)."""
+"""Tests of the bundled UCP merchant (strabo.merchant)."""

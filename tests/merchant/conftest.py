@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from samples.ucp_merchant import Merchant, create_app, merchant_of
+from strabo.merchant import Merchant, create_app, merchant_of
 from strabo.serving import serve
 
 from .shopper import Shopper

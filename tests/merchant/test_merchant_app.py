@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from samples.ucp_merchant import CatalogError, create_app, load_catalog, merchant_of
+from strabo.merchant import CatalogError, create_app, load_catalog, merchant_of
 from strabo.serving import serve
 
 from .conftest import SIMULATION_SECRET, MockAgent, Shop

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from samples.ucp_merchant import create_app
+from strabo.merchant import create_app
 from strabo.serving import serve
 
 from .conftest import SIMULATION_SECRET, MockAgent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from samples.ucp_merchant import create_app, load_catalog, merchant_of
+from strabo.merchant import create_app, load_catalog, merchant_of
 from strabo.serving import serve
 
 from .conftest import Shop

@@ -15,8 +15,8 @@ from samples import demo
 from samples.ucp import platform_agent as platform_module
 from samples.ucp.business_proxy import business_proxy
 from samples.ucp.platform_agent import platform_agent
-from samples.ucp_merchant import create_app, merchant_of
 from strabo import serve
+from strabo.merchant import create_app, merchant_of
 from syncserver import SyncServer
 from syncserver import create_app as syncserver_app
 from tests.conftest import load

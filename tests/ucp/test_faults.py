@@ -13,8 +13,8 @@ from langshaw import ActionInstance
 from peach import LocalExecutor
 from samples.ucp.business_proxy import business_proxy
 from samples.ucp.platform_agent import platform_agent
-from samples.ucp_merchant import create_app, merchant_of
 from strabo import serve
+from strabo.merchant import create_app, merchant_of
 from syncserver import SyncServer
 from tests.conftest import load
 from tests.harness import until

@@ -45,5 +45,5 @@ def merchant_of(app: Starlette) -> Merchant:
     """The :class:`Merchant` behind an app made by :func:`create_app`."""
     merchant = getattr(app.state, "merchant", None)
     if not isinstance(merchant, Merchant):
-        raise TypeError("not an app made by samples.ucp_merchant.create_app")
+        raise TypeError("not an app made by strabo.merchant.create_app")
     return merchant

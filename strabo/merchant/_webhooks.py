@@ -21,7 +21,7 @@ import httpx
 
 from .wire import WebhookEvent, dump
 
-log = logging.getLogger("samples.ucp_merchant")
+log = logging.getLogger("strabo.merchant")
 
 
 def webhook_from_profile(profile: Any) -> str | None:

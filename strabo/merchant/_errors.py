@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .wire import UCP_VERSION, ErrorBody, dump
 
-log = logging.getLogger("samples.ucp_merchant")
+log = logging.getLogger("strabo.merchant")
 
 
 class UcpError(Exception):

@@ -4,7 +4,7 @@ Written from recorded wire traces of the UCP reference merchant, so that agents 
 bridges can be developed and tested against a real HTTP merchant without the
 reference's dependencies. State lives in memory, one merchant per app::
 
-    from samples.ucp_merchant import create_app, merchant_of
+    from strabo.merchant import create_app, merchant_of
     app = create_app()              # the bundled flower shop
     merchant = merchant_of(app)     # its sessions, orders and stock, for tests
 
