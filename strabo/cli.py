@@ -11,13 +11,18 @@ import argparse
 import importlib
 import sys
 
-# name -> (module, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "check": ("langshaw._cli", "parse and validate Langshaw protocol files"),
-    "syncserver": ("syncserver._cli", "run a SyncServer hosting multiagent systems"),
-    "merchant": ("strabo.merchant._cli", "run the bundled UCP merchant"),
-    "demo": ("samples.demo", "run a whole UCP checkout with embedded parts"),
-    "agent": ("peach.llm._cli", "run an LLM agent that enacts Langshaw protocols"),
+# name -> (module, one-line help, prefix of the module's configure/run/DESCRIPTION)
+SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "check": (
+        "strabo._protocols_cli",
+        "parse and validate Langshaw protocol files (or bundled protocols by name)",
+        "check",
+    ),
+    "protocols": ("strabo._protocols_cli", "list the bundled protocols, or print one", ""),
+    "syncserver": ("syncserver._cli", "run a SyncServer hosting multiagent systems", ""),
+    "merchant": ("strabo.merchant._cli", "run the bundled UCP merchant", ""),
+    "demo": ("samples.demo", "run a whole UCP checkout with embedded parts", ""),
+    "agent": ("peach.llm._cli", "run an LLM agent that enacts Langshaw protocols", ""),
 }
 
 
@@ -26,22 +31,26 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strabo",
         description="Declarative interaction protocols and the agents that enact them.",
     )
+    from strabo import __version__
+
+    parser.add_argument("--version", action="version", version=f"strabo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
+    for name, (module_name, help_text, prefix) in SUBCOMMANDS.items():
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name is None or not module_name.startswith(exc.name):
                 raise
             continue  # subcommand not built yet
+        affix = f"_{prefix}" if prefix else ""
         sub_parser = sub.add_parser(
             name,
             help=help_text,
-            description=getattr(module, "DESCRIPTION", help_text),
+            description=getattr(module, f"{prefix.upper()}_DESCRIPTION".lstrip("_"), help_text),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.configure(sub_parser)
-        sub_parser.set_defaults(_run=module.run)
+        getattr(module, f"configure{affix}")(sub_parser)
+        sub_parser.set_defaults(_run=getattr(module, f"run{affix}"))
     return parser
 
 

@@ -1,0 +1,71 @@
+"""``strabo check`` with bundled protocols by name, and ``strabo protocols``.
+
+``langshaw`` checks files and knows nothing of what strabo ships; this layer
+turns a name such as ``atomic-ucp`` into the bundled file before checking it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from langshaw import _cli as check_cli
+from strabo import bundled
+
+CHECK_DESCRIPTION = (
+    check_cli.DESCRIPTION
+    + """
+A FILE that does not exist but names a bundled protocol checks that one:
+'strabo check atomic-ucp purchase' ('strabo protocols' lists them).
+"""
+)
+
+DESCRIPTION = """\
+List the protocols bundled with strabo, or print one.
+
+  strabo protocols                 the names, each with what it is about
+  strabo protocols atomic-ucp      the protocol's text (save it, edit it)
+  strabo protocols --path NAME     where the file is installed
+"""
+
+
+def resolve(name: str) -> str:
+    """A path as given, or, if no such file exists, the bundled protocol ``name``."""
+    if Path(name).exists() or "/" in name or "\\" in name:
+        return name
+    try:
+        return str(bundled.path(name))
+    except (KeyError, FileNotFoundError):
+        return name  # the check reports the unreadable file as it is
+
+
+def configure_check(parser: argparse.ArgumentParser) -> None:
+    check_cli.configure(parser)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    args.files = [resolve(name) for name in args.files]
+    return check_cli.run(args)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", nargs="?", help="a bundled protocol to print")
+    parser.add_argument(
+        "--path", action="store_true", help="print the file's path instead of its text"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.name is None:
+        width = max(len(n) for n in bundled.names())
+        for name in bundled.names():
+            print(f"{name:<{width}}  {bundled.describe(name)}")
+        return 0
+    try:
+        path = bundled.path(args.name)
+    except KeyError as exc:
+        print(f"strabo protocols: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(path if args.path else path.read_text(encoding="utf-8"), end="\n" if args.path else "")
+    return 0

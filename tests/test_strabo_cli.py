@@ -1,0 +1,54 @@
+"""The ``strabo`` command itself: version, bundled protocols by name."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from strabo import __version__
+from tests.conftest import PROTOCOLS
+
+
+def strabo(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "strabo.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+def test_version() -> None:
+    result = strabo("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"strabo {__version__}"
+
+
+def test_protocols_lists_every_bundled_file(tmp_path) -> None:
+    result = strabo("protocols", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    names = [line.split()[0] for line in result.stdout.splitlines()]
+    assert names == sorted(p.stem for p in PROTOCOLS.glob("*.lsh"))
+    assert "purchase           Purchase: A buyer asks for quotes on an item" in result.stdout
+
+
+def test_protocols_prints_one_and_its_path(tmp_path) -> None:
+    text = strabo("protocols", "purchase", cwd=str(tmp_path)).stdout
+    assert text == (PROTOCOLS / "purchase.lsh").read_text()
+    where = strabo("protocols", "--path", "purchase.lsh", cwd=str(tmp_path)).stdout.strip()
+    assert where.endswith("purchase.lsh")
+
+
+def test_an_unknown_protocol_is_named_with_the_known_ones() -> None:
+    result = strabo("protocols", "purchse")
+    assert result.returncode == 2
+    assert "no bundled protocol named 'purchse' (bundled: atomic-ucp," in result.stderr
+
+
+def test_check_takes_bundled_names_from_anywhere(tmp_path) -> None:
+    result = strabo("check", "-q", "atomic-ucp", "incremental-ucp", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    # A file of that name in the working directory wins over the bundled one.
+    (tmp_path / "atomic-ucp").write_text("not a protocol\n")
+    result = strabo("check", "-q", "atomic-ucp", cwd=str(tmp_path))
+    assert result.returncode == 1
