@@ -5,7 +5,8 @@ problem naming the file and the place in it (``mas.purchase.agents.buyer``).
 
 ```toml
 [mas.purchase]
-protocols = ["../protocols/purchase.lsh"]   # relative to this file
+protocols = ["../protocols/purchase.lsh"]   # relative to this file, or a bundled
+                                            # protocol's name: ["purchase"]
 
 [mas.purchase.agents.buyer]
 roles = ["Buyer"]                # or "Purchase:Buyer" when several protocols share a role name
@@ -170,7 +171,7 @@ def _protocols(value: Any, base: Path, where: str, problem: Any) -> dict[str, La
         if isinstance(item, LangshawProtocol):
             protocol = item
         else:
-            file = base / item
+            file = _protocol_file(base, item)
             try:
                 protocol = LangshawProtocol.load(file)
             except LangshawError as exc:
@@ -182,6 +183,20 @@ def _protocols(value: Any, base: Path, where: str, problem: Any) -> dict[str, La
             continue
         protocols[protocol.name] = protocol
     return protocols
+
+
+def _protocol_file(base: Path, item: str) -> Path:
+    """A path relative to the configuration, or the name of a bundled protocol
+    (``"purchase"``) when no such file exists."""
+    file = base / item
+    if file.exists() or "/" in item or "\\" in item:
+        return file
+    from strabo.bundled import path as bundled_protocol
+
+    try:
+        return bundled_protocol(item)
+    except (KeyError, FileNotFoundError):
+        return file  # reported as unreadable, under the name the user wrote
 
 
 def _agents(

@@ -120,3 +120,18 @@ def test_files_that_are_not_configs(tmp_path: Path) -> None:
     ]
     with pytest.raises(ConfigError, match=r"nowhere\.toml: cannot read: No such file"):
         load_config(tmp_path / "nowhere.toml")
+
+
+def test_a_protocol_may_be_named_by_its_bundled_name(tmp_path) -> None:
+    config = tmp_path / "mas.toml"
+    config.write_text(
+        '[mas.shop]\nprotocols = ["purchase", "atomic-ucp"]\n'
+        '[mas.shop.agents.a]\nroles = ["Buyer", "Platform"]\ntoken = "t"\n'
+    )
+    loaded = load_config(config)
+    assert set(loaded.mas["shop"].protocols) == {"Purchase", "SimpleUCP"}
+    # A file of that name next to the configuration is what it means, if there is one.
+    (tmp_path / "purchase").write_text("not a protocol\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert "protocol 'purchase' is invalid" in str(info.value)
