@@ -2,21 +2,33 @@
 
 A :class:`ProxyAdapter` is a Peach adapter that plays a role by talking to an
 HTTP service: :meth:`ProxyAdapter.route` maps a round trip of actions onto a
-request, with identity or JSONPath field mapping; :meth:`ProxyAdapter.request`
-sends one for custom orchestration.
+request, with identity or JSONPath field mapping, and gives it a failure policy
+(:class:`RetryPolicy`, then a failure action or the ``on_error`` handlers);
+:meth:`ProxyAdapter.request` sends one for custom orchestration.
 """
 
 from proxy.adapter import HTTPEvent, ProxyAdapter, ProxyRequest
-from proxy.errors import ProxyError, ProxyHTTPError, ProxyUnreachable, RouteError
+from proxy.errors import (
+    ProxyError,
+    ProxyHTTPError,
+    ProxyRequestError,
+    ProxyUnreachable,
+    RouteError,
+)
+from proxy.policy import RETRY_STATUS, FailureFunction, RetryPolicy
 from proxy.routes import Route
 
 __all__ = [
+    "RETRY_STATUS",
+    "FailureFunction",
     "HTTPEvent",
     "ProxyAdapter",
     "ProxyError",
     "ProxyHTTPError",
     "ProxyRequest",
+    "ProxyRequestError",
     "ProxyUnreachable",
+    "RetryPolicy",
     "Route",
     "RouteError",
 ]

@@ -11,6 +11,11 @@ scope, the triggering action, the route and its rank in the handling of that
 trigger, so a retry (after a timeout, a 5xx, a lost answer, or a restart of the
 proxy, which resumes unanswered triggers) is recognized by the service and done
 only once.
+
+Each route has a failure policy (proxy/policy.py): bounded retries, then its
+failure action or the ``on_error`` handlers. A trigger the service cannot
+answer never goes silent: the other agents see the failure action, or the
+application hears of it, and the proxy logs it in one line.
 """
 
 from __future__ import annotations
@@ -30,8 +35,21 @@ import httpx
 
 from langshaw import ActionInstance, LangshawProtocol
 from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
-from proxy.errors import ProxyError, ProxyHTTPError, ProxyUnreachable, RouteError
-from proxy.routes import Route, parse_route
+from proxy.errors import (
+    ProxyError,
+    ProxyUnreachable,
+    RouteError,
+    http_error,
+)
+from proxy.policy import (
+    RETRY_STATUS,
+    FailureFunction,
+    RetryPolicy,
+    check_timeout,
+    overrides,
+    retry_after,
+)
+from proxy.routes import Route, failure_data, parse_route
 
 log = logging.getLogger("strabo.proxy")
 
@@ -64,8 +82,6 @@ class HTTPEvent:
 HeaderHook = Callable[[ProxyRequest], Mapping[str, str]]
 ErrorHandler = Callable[[ProxyError, Route, ActionInstance | None], Awaitable[Any]]
 
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-
 
 class _Orchestration:
     """The handling of one trigger: the requests it makes are numbered per route."""
@@ -97,6 +113,9 @@ class ProxyAdapter(PeachAdapter):
     service knows nothing of). ``exclude`` names trigger actions the proxy must
     not handle automatically (custom handlers do). ``header_hook`` builds the
     headers of each request; what it adds is never logged nor bound.
+    ``retries``, ``backoff``, ``max_delay`` and ``retry_budget`` are the default
+    failure policy of the routes (:class:`RetryPolicy`); a route may override
+    each of them.
     """
 
     def __init__(
@@ -113,6 +132,8 @@ class ProxyAdapter(PeachAdapter):
         timeout: float = 10.0,
         retries: int = 3,
         backoff: float = 0.1,
+        max_delay: float = 10.0,
+        retry_budget: float = 30.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(name, protocol, role, executor)
@@ -130,14 +151,44 @@ class ProxyAdapter(PeachAdapter):
                 f"internal names {', '.join(sorted(unknown))}, not attributes of {protocol.name}"
             )
         self.header_hook = header_hook
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        self.timeout = check_timeout(timeout)
+        given = {"retries": retries, "backoff": backoff, "max_delay": max_delay}
+        self.retry_policy = RetryPolicy(
+            **overrides("ProxyAdapter", {**given, "budget": retry_budget})
+        )
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self.routes: dict[str, Route] = {}
         self._error_handlers: list[ErrorHandler] = []
         self.http_listeners: list[Callable[[HTTPEvent], None]] = []
+
+    # The default failure policy, settable one field at a time (checked when set).
+
+    @property
+    def retries(self) -> int:
+        return self.retry_policy.retries
+
+    @retries.setter
+    def retries(self, value: int) -> None:
+        self.retry_policy = self.retry_policy.with_overrides(
+            overrides("ProxyAdapter", {"retries": value})
+        )
+
+    @property
+    def backoff(self) -> float:
+        return self.retry_policy.backoff
+
+    @backoff.setter
+    def backoff(self, value: float) -> None:
+        self.retry_policy = self.retry_policy.with_overrides(
+            overrides("ProxyAdapter", {"backoff": value})
+        )
+
+    def policy(self, name: str) -> RetryPolicy:
+        """The retry policy the route for ``name`` uses now: the adapter's, with
+        the route's own settings over it."""
+        route = self.routes.get(name)
+        return self.retry_policy.with_overrides(route.retry if route is not None else {})
 
     # Declaring ----------------------------------------------------------------------
 
@@ -149,16 +200,27 @@ class ProxyAdapter(PeachAdapter):
         response: Mapping[str, str] | None = None,
         *,
         failure: str | None = None,
-        failure_response: Mapping[str, str] | None = None,
+        failure_response: Mapping[str, str] | FailureFunction | None = None,
+        retries: int | None = None,
+        backoff: float | None = None,
+        max_delay: float | None = None,
+        retry_budget: float | None = None,
     ) -> Route:
         """Declare ``"Trigger->>Response"`` as ``"METHOD-/path/{param}"``.
 
         ``request`` maps trigger attributes to JSONPaths in the body (``None``
         keeps one off the wire); ``response`` maps response attributes to JSONPaths
-        in the answer. ``failure`` names the action to perform when the service
-        answers with an error or not at all; ``failure_response`` maps its
-        attributes into ``{"status", "code", "message"}`` (unmapped attributes get
-        that whole object). Raises RouteError at once for anything that cannot work.
+        in the answer.
+
+        The failure policy: a failure a retry may fix is retried (``retries``,
+        ``backoff``, ``max_delay``, ``retry_budget``; None takes the adapter's).
+        Then ``failure`` names the action to perform, an action of the proxy's
+        role that can still happen after the trigger; ``failure_response`` maps
+        its attributes into ``{"status", "code", "message"}`` (unmapped attributes
+        get that whole object), or is a function ``(error, trigger) -> bindings``
+        (None: no failure action for this error). Without a failure action, or
+        when it cannot be performed, the error goes to the ``on_error`` handlers.
+        Raises RouteError at once for anything that cannot work.
         """
         route = parse_route(
             spec,
@@ -170,6 +232,12 @@ class ProxyAdapter(PeachAdapter):
             response=response,
             failure=failure,
             failure_response=failure_response,
+            retry={
+                "retries": retries,
+                "backoff": backoff,
+                "max_delay": max_delay,
+                "budget": retry_budget,
+            },
         )
         if route.trigger in self.routes:
             raise RouteError(
@@ -194,8 +262,10 @@ class ProxyAdapter(PeachAdapter):
         return handle
 
     def on_error(self, handler: ErrorHandler) -> ErrorHandler:
-        """Register ``handler(error, route, trigger)`` for failures the protocol has
-        no action for (they are logged too)."""
+        """Register ``handler(error, route, trigger)`` for failures that become no
+        protocol action: the route has no failure action, or it cannot be
+        performed. They are logged too. Without a handler such a failure reaches
+        nobody but the log, and the agents waiting for an answer wait."""
         self._error_handlers.append(handler)
         return handler
 
@@ -206,7 +276,9 @@ class ProxyAdapter(PeachAdapter):
     ) -> Any:
         """Send the request of the route for ``name``, built from ``bindings``; return
         the parsed JSON answer. Raises ProxyHTTPError (status, code, message) for an
-        error answer and ProxyUnreachable when there is no answer after the retries."""
+        error answer, ProxyUnreachable when there is no answer after the retries, and
+        ProxyRequestError when ``bindings`` cannot make the request (a path
+        parameter bound to null): all ProxyErrors, for :meth:`fail`."""
         route = self.routes.get(name)
         if route is None:
             known = ", ".join(self.routes) or "none"
@@ -235,45 +307,46 @@ class ProxyAdapter(PeachAdapter):
         return f"{self.mas_id}|{self.protocol.name}|{keys}|{trigger}"
 
     async def _send(self, route: Route, path: str, body: Any, idempotency_key: str) -> Any:
+        """Send until an answer that is not worth retrying, or the policy gives up."""
         client = self._client
         if client is None:
             raise ProxyError(f"{self!r} is not started", route=route.name)
+        policy = self.policy(route.name)
         url = self.base_url + path
-        delay = self.backoff
-        last: ProxyError | None = None
-        for attempt in range(1, self.retries + 2):
+        first = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
             headers = {"Idempotency-Key": idempotency_key}
             if self.header_hook is not None:
                 info = ProxyRequest(route.name, route.method, url, body, idempotency_key, attempt)
                 headers.update(self.header_hook(info))
             started = time.perf_counter()
+            wait: float | None = None
+            error: ProxyError
             try:
-                response = await client.request(
-                    route.method, url, json=body if body is not None else None, headers=headers
-                )
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                response = await client.request(route.method, url, json=body, headers=headers)
+            except httpx.TransportError as exc:  # timeouts included
                 reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self._notify(route, path, None, started, attempt, reason)
-                last = ProxyUnreachable(
+                error = ProxyUnreachable(
                     f"{route.method} {url}: no answer ({reason})", route=route.name
                 )
             else:
                 self._notify(route, path, response.status_code, started, attempt)
                 if response.status_code < 400:
                     return _json(response)
-                error = _http_error(route, response)
-                if response.status_code not in _RETRY_STATUS:
-                    raise error
-                last = error
-                delay = max(delay, _retry_after(response))
-            if attempt <= self.retries:
-                log.info(
-                    "%s: retrying %s %s in %.2fs (%s)", self.name, route.method, path, delay, last
-                )
-                await asyncio.sleep(delay)  # retry back-off, not a race fix
-                delay *= 2
-        assert last is not None
-        raise last
+                error = http_error(response, route=route.name)
+                if response.status_code not in RETRY_STATUS:
+                    raise _settled(error, attempt, first, None)
+                wait = retry_after(response)
+            delay, stop = policy.next_delay(attempt, time.monotonic() - first, wait)
+            if stop is not None:
+                raise _settled(error, attempt, first, stop)
+            log.info(
+                "%s: retrying %s %s in %.2fs (%s)", self.name, route.method, path, delay, error
+            )
+            await asyncio.sleep(delay)  # retry back-off, not a race fix
 
     def _notify(
         self,
@@ -301,11 +374,17 @@ class ProxyAdapter(PeachAdapter):
     # Handling triggers --------------------------------------------------------------
 
     async def _round_trip(self, route: Route, trigger: ActionInstance) -> None:
-        """Send the route's request for ``trigger`` and act on the answer."""
+        """Send the route's request for ``trigger`` and act on the answer. Whatever
+        goes wrong ends in the failure policy, never in a silent, unanswered trigger."""
         try:
             answer = await self.request(route.trigger, trigger.bindings)
         except ProxyError as error:
-            await self._failed(route, trigger, error)
+            await self.fail(route, trigger, error)
+            return
+        except Exception as exc:  # a header hook's bug, say: still the trigger's answer
+            log.debug("%s: %s raised", self.name, route, exc_info=True)
+            bug = ProxyError(f"{type(exc).__name__}: {exc}", route=route.name)
+            await self.fail(route, trigger, bug)
             return
         if route.response is None or route.response not in self.protocol.actions:
             log.info(
@@ -316,33 +395,62 @@ class ProxyAdapter(PeachAdapter):
                 self.protocol.name,
             )
             return
-        data = {**trigger.bindings, **route.extract(answer, route.response_map)}
-        await self._answer(route.response, data, f"{route} answered")
+        # Internal attributes never come from the wire either: an answer carrying a
+        # `cid` must not move the response to another enactment.
+        found = route.extract(answer, route.response_map)
+        data = {**trigger.bindings, **{k: v for k, v in found.items() if k not in self.internal}}
+        _, problem = await self._perform(route.response, data)
+        if problem is not None:  # the service acted, the protocol cannot say so: tell
+            unsaid = ProxyError(f"{route.response} {problem}", route=route.name, code="unsaid")
+            await self.report(unsaid, route, trigger, why="its answer cannot be said")
 
-    async def _failed(self, route: Route, trigger: ActionInstance, error: ProxyError) -> None:
-        if route.failure is not None:
-            # Mapped attributes take their JSONPath into {status, code, message}; the
-            # others take the field of their name, or else that whole object.
-            summary = error.summary()
-            found = route.extract(summary, route.failure_map)
-            data = dict(trigger.bindings)
-            for attribute in self.protocol.actions[route.failure].attributes:
-                if attribute in route.failure_map:
-                    data[attribute] = found.get(attribute)
-                elif attribute not in data:
-                    data[attribute] = found.get(attribute, summary)
-            await self._answer(route.failure, data, f"{route} failed ({error.message})")
-            return
-        await self.report(error, route, trigger)
+    async def fail(
+        self, route: Route | str, trigger: ActionInstance, error: ProxyError
+    ) -> ActionInstance | None:
+        """Apply ``route``'s failure policy to ``error``, met handling ``trigger``:
+        perform its failure action and return it, or, when it has none or that
+        action cannot be performed, log the error and tell the ``on_error``
+        handlers (None). Automatic round trips end here; custom orchestrations
+        call it so that their failures follow the policy their routes declare."""
+        if isinstance(route, str):
+            if route not in self.routes:
+                raise RouteError(f"no route for {route!r} (routes: {', '.join(self.routes)})")
+            route = self.routes[route]
+        data, why = failure_data(self.protocol, route, trigger, error)
+        if data is not None and route.failure is not None:
+            instance, problem = await self._perform(route.failure, data)
+            if instance is not None:
+                log.warning(
+                    "%s: %s failed: %s; answered with %s%s",
+                    self.name,
+                    route,
+                    error,
+                    route.failure,
+                    _where(trigger),
+                )
+                return instance
+            why = f"its failure action {route.failure} {problem}"
+        await self.report(error, route, trigger, why=why)
+        return None
 
-    async def report(self, error: ProxyError, route: Route, trigger: ActionInstance | None) -> None:
-        """A failure the protocol cannot express: log it and tell the error handlers."""
+    async def report(
+        self,
+        error: ProxyError,
+        route: Route,
+        trigger: ActionInstance | None,
+        *,
+        why: str | None = None,
+    ) -> None:
+        """A failure that becomes no protocol action: log it (one line) and tell
+        the error handlers. ``why`` says why no action (by default: the protocol
+        has none for it)."""
         log.error(
-            "%s: %s failed and %s has no action to say so: %s",
+            "%s: %s failed and %s: %s%s",
             self.name,
             route,
-            self.protocol.name,
-            error.message,
+            why or f"{self.protocol.name} has no action to say so",
+            error,
+            _where(trigger),
         )
         for handler in self._error_handlers:
             try:
@@ -350,14 +458,17 @@ class ProxyAdapter(PeachAdapter):
             except Exception:
                 log.exception("%s: error handler %s failed", self.name, handler)
 
-    async def _answer(self, action: str, data: Mapping[str, Any], why: str) -> None:
+    async def _perform(
+        self, action: str, data: Mapping[str, Any]
+    ) -> tuple[ActionInstance | None, str | None]:
+        """Build and attempt ``action``; the instance, or why it could not be."""
         try:
-            instance = self.build_action(action, data)
-            await self.attempt([instance])
+            [done] = await self.attempt([self.build_action(action, data)])
         except BindError as exc:
-            log.warning("%s: %s, but %s cannot be performed: %s", self.name, why, action, exc)
+            return None, f"cannot be performed: {exc}"
         except ActionRejected as exc:
-            log.warning("%s: %s, but %s was rejected: %s", self.name, why, action, exc)
+            return None, f"was rejected: {exc}"
+        return done, None
 
     def build_action(
         self, name: str, bindings: Mapping[str, Any], *, default: Any = None
@@ -446,34 +557,15 @@ def _json(response: httpx.Response) -> Any:
         return {"text": response.text}
 
 
-def _http_error(route: Route, response: httpx.Response) -> ProxyHTTPError:
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = response.text
-    code = None
-    message = response.reason_phrase or "error"
-    if isinstance(body, dict):
-        code = body.get("code") if isinstance(body.get("code"), str) else None
-        detail = body.get("detail", body.get("message"))
-        if isinstance(detail, str):
-            message = detail
-        elif isinstance(detail, list) and detail:  # FastAPI validation errors
-            parts = []
-            for item in detail[:3]:
-                if isinstance(item, dict):
-                    where = ".".join(str(x) for x in item.get("loc", ()))
-                    parts.append(f"{where}: {item.get('msg', '')}".strip(": "))
-            message = "; ".join(parts) or message
-            code = code or "validation"
-    elif isinstance(body, str) and body.strip():
-        message = body.strip()[:200]
-    return ProxyHTTPError(response.status_code, message, code=code, body=body, route=route.name)
+def _settled(error: ProxyError, attempts: int, first: float, gave_up: str | None) -> ProxyError:
+    """``error`` with the story of its tries, for handlers and the log line."""
+    error.attempts = attempts
+    error.elapsed = time.monotonic() - first
+    error.gave_up = gave_up
+    return error
 
 
-def _retry_after(response: httpx.Response) -> float:
-    value = response.headers.get("retry-after", "")
-    try:
-        return min(float(value), 10.0)
-    except ValueError:
-        return 0.0
+def _where(trigger: ActionInstance | None) -> str:
+    if trigger is None or not trigger.keys:
+        return ""
+    return " [" + ", ".join(f"{k}={v!r}" for k, v in trigger.keys.items()) + "]"

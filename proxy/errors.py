@@ -4,30 +4,78 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 
 class RouteError(ValueError):
-    """A route declaration that cannot work (bad method, path or JSONPath...)."""
+    """A route declaration that cannot work (bad method, path, JSONPath or failure
+    policy...). Raised when the route or the adapter is declared, never later."""
 
 
 class ProxyError(Exception):
-    """A request the service did not answer with success."""
+    """A request the service did not answer with success.
 
-    def __init__(self, message: str, *, route: str | None = None) -> None:
+    ``attempts`` is how many times it was sent, ``elapsed`` how long that took,
+    and ``gave_up`` why the proxy stopped retrying (``None`` when the failure was
+    not one to retry, a 400 say): an ``on_error`` handler can tell a refusal
+    from a service that stayed down, and the log line says both.
+    """
+
+    default_code: str | None = "proxy_error"
+
+    def __init__(self, message: str, *, route: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.route = route
+        self.code = code if code is not None else self.default_code
+        self.attempts = 1
+        self.elapsed = 0.0
+        self.gave_up: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """What a failure action may bind: status, code and message, as JSON."""
-        return {"status": None, "code": "unreachable", "message": self.message}
+        return {"status": None, "code": self.code, "message": self.message}
+
+    def __str__(self) -> str:
+        if self.attempts <= 1 and self.gave_up is None:
+            return self.message
+        tries = f"{self.attempts} tries in {self.elapsed:.2f} s"
+        return (
+            f"{self.message} ({tries}; {self.gave_up})"
+            if self.gave_up
+            else f"{self.message} ({tries})"
+        )
 
 
 class ProxyUnreachable(ProxyError):
     """No answer at all, even after the retries (connection refused, timeouts)."""
 
+    default_code = "unreachable"
+
+
+class ProxyRequestError(ProxyError):
+    """A request that cannot be built from the trigger's bindings (a path parameter
+    bound to null, a malformed preference a handler checks): nothing was sent, so
+    there is nothing to retry. ``attribute`` names the binding at fault."""
+
+    default_code = "invalid_binding"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attribute: str | None = None,
+        route: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, route=route, code=code)
+        self.attribute = attribute
+
 
 class ProxyHTTPError(ProxyError):
     """An HTTP error answer: ``status``, ``code`` and ``message`` from its body."""
+
+    default_code = None
 
     def __init__(
         self,
@@ -38,11 +86,37 @@ class ProxyHTTPError(ProxyError):
         body: Any = None,
         route: str | None = None,
     ) -> None:
-        super().__init__(f"{status} {message}", route=route)
+        super().__init__(f"{status} {message}", route=route, code=code)
         self.status = status
-        self.code = code
         self.detail = message
         self.body = body
 
     def summary(self) -> dict[str, Any]:
         return {"status": self.status, "code": self.code, "message": self.detail}
+
+
+def http_error(response: httpx.Response, *, route: str | None = None) -> ProxyHTTPError:
+    """An error answer read as ProxyHTTPError: the UCP merchant's
+    ``{"detail", "code"}``, FastAPI's validation lists, or plain text."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    code = None
+    message = response.reason_phrase or "error"
+    if isinstance(body, dict):
+        code = body.get("code") if isinstance(body.get("code"), str) else None
+        detail = body.get("detail", body.get("message"))
+        if isinstance(detail, str):
+            message = detail
+        elif isinstance(detail, list) and detail:  # FastAPI validation errors
+            parts = []
+            for item in detail[:3]:
+                if isinstance(item, dict):
+                    where = ".".join(str(x) for x in item.get("loc", ()))
+                    parts.append(f"{where}: {item.get('msg', '')}".strip(": "))
+            message = "; ".join(parts) or message
+            code = code or "validation"
+    elif isinstance(body, str) and body.strip():
+        message = body.strip()[:200]
+    return ProxyHTTPError(response.status_code, message, code=code, body=body, route=route)

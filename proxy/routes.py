@@ -4,24 +4,29 @@
 request={...}, response={...})`` says: when ``Complete`` happens, send this
 request built from its bindings; the answer gives the bindings of ``Completed``.
 Mappings are identity by default (an attribute is the top-level JSON field of
-the same name) and JSONPath where names or places differ. Everything about a
-route that can be checked is checked when it is declared.
+the same name) and JSONPath where names or places differ. A route also carries
+its failure policy (proxy/policy.py): retry settings that override the
+adapter's, and the action, if any, that says the round trip failed. Everything
+about a route that can be checked is checked when it is declared.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from jsonpath_ng import JSONPath
 from jsonpath_ng.exceptions import JsonPathParserError
-from jsonpath_ng.ext import parse as parse_jsonpath
+from jsonpath_ng.ext import parse as parse_jsonpath  # type: ignore[attr-defined]
 
-from langshaw import LangshawProtocol
-from proxy.errors import RouteError
+from langshaw import ActionInstance, LangshawProtocol
+from proxy.errors import ProxyError, ProxyRequestError, RouteError
+from proxy.policy import FailureFunction, overrides, unreachable_failure
 
+log = logging.getLogger("strabo.proxy")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:->>\s*([A-Za-z_][A-Za-z0-9_]*))?\s*$")
@@ -52,6 +57,8 @@ class Route:
     failure: str | None = None
     failure_map: Mapping[str, JSONPath] = field(default_factory=dict)
     params: tuple[str, ...] = ()
+    failure_function: FailureFunction | None = None
+    retry: Mapping[str, Any] = field(default_factory=dict)  # overrides of the adapter's policy
 
     @property
     def name(self) -> str:
@@ -64,15 +71,29 @@ class Route:
     # Building the request ---------------------------------------------------------
 
     def url_path(self, bindings: Mapping[str, Any]) -> str:
-        """The path with its parameters filled from ``bindings``."""
+        """The path with its parameters filled from ``bindings``. A parameter bound
+        to null (or to an object) makes no request: ProxyRequestError, which the
+        route's failure policy handles like any other failure."""
 
         def fill(match: re.Match[str]) -> str:
             name = match.group(1)
-            if name not in bindings or bindings[name] is None:
-                raise RouteError(f"{self}: no value for path parameter {{{name}}}")
+            value = bindings.get(name)
+            if value is None:
+                raise ProxyRequestError(
+                    f"{self}: no value for path parameter {{{name}}}",
+                    attribute=name,
+                    route=self.name,
+                )
+            if isinstance(value, Mapping | list | bool):
+                raise ProxyRequestError(
+                    f"{self}: path parameter {{{name}}} is bound to a {type(value).__name__}, "
+                    "not a string or a number",
+                    attribute=name,
+                    route=self.name,
+                )
             from urllib.parse import quote
 
-            return quote(str(bindings[name]), safe="")
+            return quote(str(value), safe="")
 
         return _PARAM.sub(fill, self.path)
 
@@ -118,7 +139,8 @@ def parse_route(
     request: Mapping[str, str | None] | None = None,
     response: Mapping[str, str] | None = None,
     failure: str | None = None,
-    failure_response: Mapping[str, str] | None = None,
+    failure_response: Mapping[str, str] | FailureFunction | None = None,
+    retry: Mapping[str, Any] | None = None,
 ) -> Route:
     """Check a route declaration against the protocol and compile it."""
     where = f"route({spec!r}, {target!r})"
@@ -155,15 +177,15 @@ def parse_route(
             )
     request_map = _mapping(request, where, "request", trigger, protocol, internal, allow_none=True)
     response_map = _mapping(response, where, "response", answer, protocol, internal)
-    if failure is not None:
-        if failure not in actions:
-            raise RouteError(f"{where}: failure action {failure!r} is not in {protocol.name}")
-        if actions[failure].actor != role:
-            raise RouteError(
-                f"{where}: failure action {failure} is performed by {actions[failure].actor}, "
-                f"not by the proxy's role {role}"
-            )
-    failure_map = _mapping(failure_response, where, "failure_response", failure, protocol, internal)
+    failure_function = _check_failure(
+        where, trigger, answer, failure, failure_response, protocol, role
+    )
+    failure_map = (
+        {}
+        if failure_function is not None
+        else _mapping(failure_response, where, "failure_response", failure, protocol, internal)  # type: ignore[arg-type]
+    )
+    retry_overrides = overrides(where, retry or {})
     if answer is not None and answer in actions and actions[answer].actor != role:
         raise RouteError(
             f"{where}: {answer} is performed by {actions[answer].actor}, not by the proxy's "
@@ -179,6 +201,46 @@ def parse_route(
         failure=failure,
         failure_map=failure_map,  # type: ignore[arg-type]
         params=params,
+        failure_function=failure_function,
+        retry=retry_overrides,
+    )
+
+
+def _check_failure(
+    where: str,
+    trigger: str,
+    answer: str | None,
+    failure: str | None,
+    failure_response: Any,
+    protocol: LangshawProtocol,
+    role: str,
+) -> FailureFunction | None:
+    """Check ``failure=`` and ``failure_response=``; the function, if one is given."""
+    actions = protocol.actions
+    if failure is None:
+        if failure_response is not None:
+            raise RouteError(f"{where}: failure_response= needs failure=, the action it binds")
+        return None
+    if not isinstance(failure, str):
+        raise RouteError(f"{where}: failure= must name an action, not {failure!r}")
+    if failure not in actions:
+        raise RouteError(f"{where}: failure action {failure!r} is not in {protocol.name}")
+    if actions[failure].actor != role:
+        raise RouteError(
+            f"{where}: failure action {failure} is performed by {actions[failure].actor}, "
+            f"not by the proxy's role {role}"
+        )
+    if failure in (trigger, answer):
+        own = "trigger" if failure == trigger else "answer"
+        raise RouteError(f"{where}: failure action {failure} is the route's own {own}")
+    unreachable_failure(protocol, trigger, failure, where)
+    if failure_response is None or isinstance(failure_response, Mapping):
+        return None
+    if isinstance(failure_response, Callable):  # type: ignore[arg-type]
+        return failure_response  # type: ignore[no-any-return]
+    raise RouteError(
+        f"{where}: failure_response= must map {failure}'s attributes to JSONPaths, or be a "
+        f"function (error, trigger) -> bindings, not {type(failure_response).__name__}"
     )
 
 
@@ -196,7 +258,11 @@ def _mapping(
     if not isinstance(given, Mapping):
         raise RouteError(f"{where}: {kind}= must map attribute names to JSONPaths")
     compiled: dict[str, JSONPath | None] = {}
-    known = protocol.actions[action].attributes if action in protocol.actions else None
+    known = (
+        protocol.actions[action].attributes
+        if action is not None and action in protocol.actions
+        else None
+    )
     for attribute, path in given.items():
         if attribute in internal:
             raise RouteError(
@@ -212,3 +278,34 @@ def _mapping(
             continue
         compiled[attribute] = _compile(path, f"{where}: {kind}[{attribute!r}]")  # type: ignore[arg-type]
     return compiled
+
+
+def failure_data(
+    protocol: LangshawProtocol, route: Route, trigger: ActionInstance, error: ProxyError
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The data of the failure action for ``error``, or why there is none."""
+    if route.failure is None:
+        return None, None
+    if route.failure_function is not None:
+        try:
+            given = route.failure_function(error, trigger)
+        except Exception as exc:
+            log.debug("failure_response of %s raised", route, exc_info=True)
+            return None, f"its failure_response raised {type(exc).__name__}: {exc}"
+        if given is None:
+            return None, f"its failure_response chose no {route.failure} for it"
+        if not isinstance(given, Mapping):
+            kind = type(given).__name__
+            return None, f"its failure_response gave a {kind}, not {route.failure}'s bindings"
+        return {**trigger.bindings, **given}, None
+    # Mapped attributes take their JSONPath into {status, code, message}; the
+    # others take the field of their name, or else that whole object.
+    summary = error.summary()
+    found = route.extract(summary, route.failure_map)
+    data = dict(trigger.bindings)
+    for attribute in protocol.actions[route.failure].attributes:
+        if attribute in route.failure_map:
+            data[attribute] = found.get(attribute)
+        elif attribute not in data:
+            data[attribute] = found.get(attribute, summary)
+    return data, None

@@ -4,24 +4,39 @@ Routes map Langshaw actions onto the merchant's REST API. Complete and Cancel
 are handled by their routes alone. Create needs orchestration: the merchant
 opens a session with a POST, then takes the shipping choice in steps (method,
 then destination, then option), each a PUT.
+
+Failure policy (docs/proxy.md): every call is retried under the same
+Idempotency-Key (RETRY). Then a failed Create, whatever the cause (an error
+answer, no answer, a malformed binding), is the protocol's ``Failed`` with the
+reason, and the Platform sees it. After ``Created`` SimpleUCP gives the Business
+no action but ``Completed`` (``nono Created Failed``), so a failed Complete or
+Cancel goes to ``on_error``: the proxy records an :class:`Escalation` for
+whoever runs it, and the Platform sees no answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
+import logging
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor
-from proxy import ProxyAdapter, ProxyError, ProxyRequest
+from proxy import ProxyAdapter, ProxyError, ProxyRequest, ProxyRequestError, Route
 
+log = logging.getLogger("strabo.samples.business")
 PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "atomic-ucp.lsh"
 MAPPING = {"discount_codes": "$.discounts", "fulfillment_pref": "$.fulfillment",
            "payment_pref": "$.payment"}
+# Four tries at most, within 15 s: a merchant still failing after that is down.
+RETRY: dict[str, Any] = {"retries": 3, "backoff": 0.2, "max_delay": 5.0, "retry_budget": 15.0}
 
 
 def ucp_header_hook(request: ProxyRequest) -> dict[str, str]:
@@ -37,29 +52,113 @@ def ucp_header_hook(request: ProxyRequest) -> dict[str, str]:
     }
 
 
-def shipping_steps(preference: dict | None) -> list[dict | None]:
-    """The merchant takes a shipping choice in steps: method, destination, option."""
+def shipping_steps(preference: Any) -> list[dict | None]:
+    """The merchant takes a shipping choice in steps: method, destination, option.
+
+    ``preference`` is the Platform's ``fulfillment_pref``: null, or
+    ``{"methods": [{"type", "selected_destination_id"?, "groups"?}]}`` (the first
+    method is used). It is another agent's data, so any other shape raises
+    ProxyRequestError naming the attribute and the fault, for a clean failure."""
+    where = "fulfillment_pref"
+    _expect(preference is None or isinstance(preference, dict), where,
+            "an object with 'methods', or null", preference)
     methods = (preference or {}).get("methods") or []
+    _expect(isinstance(methods, list), f"{where}.methods", "a list of methods", methods)
     if not methods:
         return [None]
     wanted = methods[0]
-    steps = [{"methods": [{"type": wanted["type"]}]}]
-    if wanted.get("selected_destination_id"):
-        chosen = {"type": wanted["type"],
-                  "selected_destination_id": wanted["selected_destination_id"]}
-        steps.append({"methods": [chosen]})
-        if wanted.get("groups"):
-            steps.append({"methods": [{**chosen, "groups": wanted["groups"]}]})
+    _expect(isinstance(wanted, dict), f"{where}.methods[0]", "an object", wanted)
+    kind, destination = wanted.get("type"), wanted.get("selected_destination_id")
+    _expect(isinstance(kind, str) and kind != "", f"{where}.methods[0].type",
+            "a non-empty string", kind)
+    steps: list[dict | None] = [{"methods": [{"type": kind}]}]
+    if destination is None or destination == "":
+        return steps
+    _expect(isinstance(destination, str), f"{where}.methods[0].selected_destination_id",
+            "a string", destination)
+    chosen = {"type": kind, "selected_destination_id": destination}
+    steps.append({"methods": [chosen]})
+    groups = wanted.get("groups") or []
+    _expect(isinstance(groups, list) and all(isinstance(g, dict) for g in groups),
+            f"{where}.methods[0].groups", "a list of objects", groups)
+    if groups:
+        steps.append({"methods": [{**chosen, "groups": groups}]})
     return steps
 
 
-def business_proxy(executor: Executor, merchant_url: str, name: str = "business") -> ProxyAdapter:
+def _expect(ok: bool, where: str, expected: str, value: Any) -> None:
+    if ok:
+        return
+    kinds = {str: "a string", bool: "a boolean", int: "a number", float: "a number",
+             list: "a list", dict: "an object"}
+    shown = f" ({json.dumps(value)[:40]})" if isinstance(value, str | int | float) else ""
+    got = kinds.get(type(value), type(value).__name__) + shown
+    raise ProxyRequestError(f"{where} must be {expected}, not {got}",
+                            attribute=where.split(".")[0])
+
+
+def checkout_of(answer: Any, route: str) -> dict[str, Any]:
+    """The merchant's answer as a checkout session, checked for what the next step reads."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+        raise ProxyError(f"{route}: the merchant's answer is not a checkout session (no id)",
+                         route=route, code="malformed_answer")
+    return answer
+
+
+def cart(session: dict[str, Any]) -> list[dict[str, Any]]:
+    """The session's line items as an update must send them back."""
+    try:
+        return [{"id": li["id"], "quantity": li["quantity"],
+                 "item": {k: li["item"][k] for k in ("id", "title")}}
+                for li in session["line_items"]]
+    except (KeyError, TypeError) as exc:
+        raise ProxyError(f"session {session['id']}: malformed line_items ({exc!r})",
+                         code="malformed_answer") from None
+
+
+@dataclass(frozen=True)
+class Escalation:
+    """A merchant failure the protocol gives the Business no action to answer.
+    The Platform sees nothing and its trigger stays unanswered, so whoever runs
+    the proxy must act; the merchant's session is left as it is."""
+
+    action: str  # the unanswered trigger: Complete, Cancel...
+    keys: dict[str, Any]  # its enactment
+    checkout: str | None  # the merchant's session id
+    error: dict[str, Any]  # status, code, message
+    attempts: int
+
+
+class BusinessProxy(ProxyAdapter):
+    """A ProxyAdapter whose ``on_error`` handler records each failure that became
+    no protocol action in ``escalations`` and sets ``escalated``, so that the
+    application running the proxy can await it and act (alert, refund, retry
+    later): the log line alone reaches nobody."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.escalations: list[Escalation] = []
+        self.escalated = asyncio.Event()
+        self.on_error(self.escalate)
+
+    async def escalate(
+        self, error: ProxyError, route: Route, trigger: ActionInstance | None
+    ) -> None:
+        bindings = trigger.bindings if trigger is not None else {}
+        checkout = bindings.get("id")
+        self.escalations.append(Escalation(
+            route.trigger, dict(trigger.keys) if trigger is not None else {},
+            checkout if isinstance(checkout, str) else None, error.summary(), error.attempts))
+        self.escalated.set()
+
+
+def business_proxy(executor: Executor, merchant_url: str, name: str = "business") -> BusinessProxy:
     protocol = LangshawProtocol.load(PROTOCOL)
-    proxy = ProxyAdapter(
+    proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["cid"],
-        header_hook=ucp_header_hook, exclude=["Create"])
-    proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING)
+        header_hook=ucp_header_hook, exclude=["Create"], **RETRY)
+    proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
     proxy.route("Update->>Updated", "PUT-/checkout-sessions/{id}", request=MAPPING)
     proxy.route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete")
     proxy.route("Cancel->>Cancelled", "POST-/checkout-sessions/{id}/cancel")
@@ -68,23 +167,29 @@ def business_proxy(executor: Executor, merchant_url: str, name: str = "business"
     async def on_create(action: ActionInstance, performer: str) -> None:
         if performer == proxy.name:
             return
-        first, *more = shipping_steps(action["fulfillment_pref"])
         session = None
         try:
-            session = await proxy.request("Create", {**action.bindings, "fulfillment_pref": first})
+            first, *more = shipping_steps(action["fulfillment_pref"])
+            session = checkout_of(await proxy.request(
+                "Create", {**action.bindings, "fulfillment_pref": first}), "Create")
             for step in more:
-                line_items = [{"id": li["id"], "quantity": li["quantity"],
-                               "item": {k: li["item"][k] for k in ("id", "title")}}
-                              for li in session["line_items"]]
-                session = await proxy.request("Update", {
-                    **action.bindings, "id": session["id"], "line_items": line_items,
-                    "fulfillment_pref": step})
+                session = checkout_of(await proxy.request("Update", {
+                    **action.bindings, "id": session["id"], "line_items": cart(session),
+                    "fulfillment_pref": step}), "Update")
         except ProxyError as error:
             if session is not None:  # do not leave a half-made session open
-                await proxy.request("Cancel", {"id": session["id"]})
-            await proxy.attempt([proxy.build_action("Failed", {**action.bindings,
-                                                               "reason": error.summary()})])
+                await cancel_quietly(proxy, session["id"])
+            await proxy.fail("Create", action, error)  # Failed(reason), see RETRY
             return
         await proxy.attempt([proxy.build_action("Created", {**action.bindings, **session})])
 
     return proxy
+
+
+async def cancel_quietly(proxy: ProxyAdapter, checkout: str) -> None:
+    """Cancel a session the checkout will not use; a failure here only leaves it
+    to expire, and the checkout's own failure is what matters."""
+    try:
+        await proxy.request("Cancel", {"id": checkout})
+    except ProxyError as error:
+        log.warning("%s: could not cancel the unused session %s: %s", proxy.name, checkout, error)

@@ -2,13 +2,17 @@
 
 UCP assumes a session changes one request at a time; here each change opens a
 new version (a fresh ``v``) and the next one waits for the Business to
-acknowledge the last: discounts, then shipping, then completion.
+acknowledge the last: discounts, then shipping, then completion. An
+acknowledgment whose ``messages`` hold an error (the change was not applied),
+or a StatusChange asking for escalation (the merchant could not complete), ends
+the checkout with a Cancel in a new version: the Business then says Cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
@@ -20,6 +24,16 @@ from samples.ucp.platform_agent import (
 )
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "incremental-ucp.lsh"
+
+
+def failed(action: ActionInstance) -> bool:
+    """Whether the Business said the checkout needs escalation, or that the change
+    did not go through (an error in UCP's ``messages``)."""
+    if action.name == "StatusChange":
+        return action["status"] == "requires_escalation"
+    messages: Any = action["messages"]
+    return isinstance(messages, list) and any(
+        isinstance(m, dict) and m.get("type") == "error" for m in messages)
 
 
 def incremental_platform(
@@ -46,13 +60,14 @@ def incremental_platform(
     async def on_created(action: ActionInstance, performer: str) -> None:
         await then("ApplyDiscounts", action["eid"], discount_codes={"codes": ["10OFF"]})
 
-    @adapter.observation("DiscountsApplied")
-    async def on_discounted(action: ActionInstance, performer: str) -> None:
-        await then("SetFulfillment", action["eid"], fulfillment_pref=SAMPLE_FULFILLMENT_PREF)
-
-    @adapter.observation("FulfillmentSet")
-    async def on_shipping_set(action: ActionInstance, performer: str) -> None:
-        await then("Complete", action["eid"], payment_data=SAMPLE_PAYMENT_DATA,
-                   risk_signals={"ip": "127.0.0.1"})
+    @adapter.observation("DiscountsApplied", "FulfillmentSet", "StatusChange")
+    async def on_answer(action: ActionInstance, performer: str) -> None:
+        if failed(action):
+            await then("Cancel", action["eid"])
+        elif action.name == "DiscountsApplied":
+            await then("SetFulfillment", action["eid"], fulfillment_pref=SAMPLE_FULFILLMENT_PREF)
+        elif action.name == "FulfillmentSet":
+            await then("Complete", action["eid"], payment_data=SAMPLE_PAYMENT_DATA,
+                       risk_signals={"ip": "127.0.0.1"})
 
     return adapter, done

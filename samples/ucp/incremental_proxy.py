@@ -3,18 +3,37 @@
 A UCP update replaces the whole session, while a Langshaw change carries only
 what changes: the proxy reads the session, applies the change and writes it
 back, then acknowledges the change in its version.
+
+Failure policy (docs/proxy.md): calls are retried as in the SimpleUCP sample.
+A change that fails (an error answer, no answer, a malformed binding) is still
+acknowledged, with the error in ``messages`` (UCP's place for it) and the
+session as it stands. A failed Complete is ``StatusChange(status=
+"requires_escalation")``: it lives in the checkout's root scope, where Created
+already bound ``messages``, so it cannot say why (the proxy's log line does),
+and it happens once per checkout. The rest (a failed Create or Cancel, a second
+failed Complete) goes to ``on_error`` and is recorded as an escalation.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor
-from proxy import ProxyAdapter, ProxyError
-from samples.ucp.business_proxy import MAPPING, shipping_steps, ucp_header_hook
+from proxy import ProxyError
+from samples.ucp.business_proxy import (
+    MAPPING,
+    RETRY,
+    BusinessProxy,
+    cart,
+    checkout_of,
+    shipping_steps,
+    ucp_header_hook,
+)
 
+log = logging.getLogger("strabo.samples.business")
 PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "incremental-ucp.lsh"
 CHANGES = ("line_items", "currency", "buyer", "discount_codes", "fulfillment_pref", "payment_pref")
 # Each change, its acknowledgment, and what that takes from the session.
@@ -22,24 +41,44 @@ ACKS: dict[str, tuple[str, Any]] = {
     "Update": ("Updated", lambda s: {}),
     "SetBuyer": ("BuyerSet", lambda s: {}),
     "ApplyDiscounts": ("DiscountsApplied",
-                       lambda s: {"discounts_applied": s["discounts"]["applied"]}),
-    "SetFulfillment": ("FulfillmentSet", lambda s: {"fulfillment": s["fulfillment"]}),
-    "SetPayment": ("PaymentSet", lambda s: {"payment_config": s["payment"]}),
+                       lambda s: {"discounts_applied": _dig(s, "discounts", "applied")}),
+    "SetFulfillment": ("FulfillmentSet", lambda s: {"fulfillment": _dig(s, "fulfillment")}),
+    "SetPayment": ("PaymentSet", lambda s: {"payment_config": _dig(s, "payment")}),
 }
+
+
+def _dig(session: Any, *path: str) -> Any:
+    for name in path:
+        session = session.get(name) if isinstance(session, dict) else None
+    return session
+
+
+def ucp_message(error: ProxyError) -> dict[str, Any]:
+    """A UCP error message (as in a session's ``messages``) for a proxy error."""
+    summary = error.summary()
+    return {"type": "error", "code": summary["code"] or f"http_{summary['status']}",
+            "content": summary["message"]}
+
+
+def escalation(error: ProxyError, trigger: ActionInstance) -> dict[str, Any]:
+    """StatusChange's bindings for a Complete the merchant failed (its ``messages``
+    are Created's: the state fixes them)."""
+    return {"status": "requires_escalation", "totals": None}
 
 
 def incremental_proxy(
     executor: Executor, merchant_url: str, name: str = "business"
-) -> ProxyAdapter:
+) -> BusinessProxy:
     protocol = LangshawProtocol.load(PROTOCOL)
-    proxy = ProxyAdapter(
+    proxy = BusinessProxy(
         name, protocol, "Business", executor,
-        base_url=merchant_url, internal=["eid", "v"], header_hook=ucp_header_hook)
+        base_url=merchant_url, internal=["eid", "v"], header_hook=ucp_header_hook, **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions",
                 response={"payment_config": "$.payment"})
     proxy.route("Get", "GET-/checkout-sessions/{id}")
     proxy.route("Put", "PUT-/checkout-sessions/{id}", request=MAPPING)
-    proxy.route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete")
+    proxy.route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete",
+                failure="StatusChange", failure_response=escalation)
     proxy.route("Cancel->>Cancelled", "POST-/checkout-sessions/{id}/cancel")
 
     @proxy.observation(*ACKS)
@@ -47,20 +86,20 @@ def incremental_proxy(
         ack, extract = ACKS[action.name]
         change = {k: v for k, v in action.bindings.items() if k in CHANGES}
         shipping = change.pop("fulfillment_pref", None)
-        steps = shipping_steps(shipping) if action.name == "SetFulfillment" else [None]
+        session = None
         try:
-            session = await proxy.request("Get", {"id": action["id"]})
+            steps = shipping_steps(shipping) if action.name == "SetFulfillment" else [None]
+            session = checkout_of(await proxy.request("Get", {"id": action["id"]}), "Get")
             for step in steps:
-                line_items = [{"id": li["id"], "quantity": li["quantity"],
-                               "item": {k: li["item"][k] for k in ("id", "title")}}
-                              for li in session["line_items"]]
-                body = {"id": session["id"], "line_items": line_items,
-                        "currency": session["currency"], "payment_pref": {}, **change}
-                session = await proxy.request("Put", {**body, "fulfillment_pref": step})
+                body = {"id": session["id"], "line_items": cart(session),
+                        "currency": session.get("currency"), "payment_pref": {}, **change}
+                session = checkout_of(
+                    await proxy.request("Put", {**body, "fulfillment_pref": step}), "Put")
+            answer = {"messages": session.get("messages"), **extract(session)}
         except ProxyError as error:
-            await proxy.report(error, proxy.routes["Put"], action)
-            return
-        answer = {**action.bindings, "messages": session.get("messages"), **extract(session)}
-        await proxy.attempt([proxy.build_action(ack, answer)])
+            log.warning("%s: %s %s not applied, acknowledged with the error: %s",
+                        proxy.name, action.name, action.keys, error)
+            answer = {"messages": [ucp_message(error)], **extract(session)}
+        await proxy.attempt([proxy.build_action(ack, {**action.bindings, **answer})])
 
     return proxy
