@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint install clean
+.PHONY: test demo lint install clean package-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/strabo demo
+
+# Build the wheel and sdist, install each in a fresh venv, run every documented
+# command from another directory (also run by .ci/run after the tests).
+package-check: $(STAMP)
+	$(BIN)/python scripts/check_package.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

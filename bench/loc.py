@@ -1,7 +1,7 @@
 """Lines of code of a Python file: lines holding code, not blank, not comments,
 not docstrings (the README compares the UCP agents with the Strabo paper's Table 4).
 
-    .venv/bin/python bench/loc.py samples/ucp/*.py
+    .venv/bin/python bench/loc.py strabo/ucp/*.py
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ The bundled merchant runs in its own process. The direct client makes, for each
 checkout, the requests the Business proxy makes (POST the session, PUT the
 destination, PUT the shipping option, POST complete) with httpx and the same
 headers. The Peach pipeline runs the SimpleUCP Platform agent and the Business
-proxy of samples/ucp, with the SyncServer
+proxy of strabo/ucp, with the SyncServer
 
 * in its own process, over HTTP, with the SQLite store (the distributed set-up);
 * in the agents' process, through the LocalExecutor (the embedded set-up).
@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 import httpx  # noqa: E402
+from strabo.proxy import ProxyRequest  # noqa: E402
 
 from bench.syncserver import process, syncserver_command  # noqa: E402
 from langshaw import ActionInstance, LangshawProtocol  # noqa: E402
 from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
-from proxy import ProxyRequest  # noqa: E402
-from samples.ucp.business_proxy import business_proxy, shipping_steps, ucp_header_hook  # noqa: E402
-from samples.ucp.platform_agent import (  # noqa: E402
+from strabo.ucp.business_proxy import business_proxy, shipping_steps, ucp_header_hook  # noqa: E402
+from strabo.ucp.platform_agent import (  # noqa: E402
     PROTOCOL,
     SAMPLE_BUYER,
     SAMPLE_FULFILLMENT_PREF,
@@ -136,8 +136,8 @@ def _uuid() -> str:
 
 
 class Pipeline:
-    """The Platform of samples/ucp (Listing 5's handlers), creating checkouts one by
-    one, and the Business proxy of samples/ucp; with timings."""
+    """The Platform of strabo/ucp (Listing 5's handlers), creating checkouts one by
+    one, and the Business proxy of strabo/ucp; with timings."""
 
     def __init__(self, platform_executor: Any, proxy_executor: Any, merchant: str) -> None:
         protocol = LangshawProtocol.load(PROTOCOL)

@@ -7,16 +7,16 @@ request, with identity or JSONPath field mapping, and gives it a failure policy
 :meth:`ProxyAdapter.request` sends one for custom orchestration.
 """
 
-from proxy.adapter import HTTPEvent, ProxyAdapter, ProxyRequest
-from proxy.errors import (
+from strabo.proxy.adapter import HTTPEvent, ProxyAdapter, ProxyRequest
+from strabo.proxy.errors import (
     ProxyError,
     ProxyHTTPError,
     ProxyRequestError,
     ProxyUnreachable,
     RouteError,
 )
-from proxy.policy import RETRY_STATUS, FailureFunction, RetryPolicy
-from proxy.routes import Route
+from strabo.proxy.policy import RETRY_STATUS, FailureFunction, RetryPolicy
+from strabo.proxy.routes import Route
 
 __all__ = [
     "RETRY_STATUS",

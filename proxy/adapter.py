@@ -32,16 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-
-from langshaw import ActionInstance, LangshawProtocol
-from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
-from proxy.errors import (
+from strabo.proxy.errors import (
     ProxyError,
     ProxyUnreachable,
     RouteError,
     http_error,
 )
-from proxy.policy import (
+from strabo.proxy.policy import (
     RETRY_STATUS,
     FailureFunction,
     RetryPolicy,
@@ -49,7 +46,10 @@ from proxy.policy import (
     overrides,
     retry_after,
 )
-from proxy.routes import Route, failure_data, parse_route
+from strabo.proxy.routes import Route, failure_data, parse_route
+
+from langshaw import ActionInstance, LangshawProtocol
+from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
 
 log = logging.getLogger("strabo.proxy")
 

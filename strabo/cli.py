@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "protocols": ("strabo._protocols_cli", "list the bundled protocols, or print one", ""),
     "syncserver": ("syncserver._cli", "run a SyncServer hosting multiagent systems", ""),
     "merchant": ("strabo.merchant._cli", "run the bundled UCP merchant", ""),
-    "demo": ("samples.demo", "run a whole UCP checkout with embedded parts", ""),
+    "demo": ("strabo.demo", "run a whole UCP checkout with embedded parts", ""),
     "agent": ("peach.llm._cli", "run an LLM agent that enacts Langshaw protocols", ""),
 }
 

@@ -175,7 +175,7 @@ order is placed."""
 def payment_data() -> dict[str, Any]:
     """The instrument the bundled (and the UCP reference) merchant accepts;
     STRABO_PAYMENT_TOKEN overrides its token."""
-    from samples.ucp.platform_agent import SAMPLE_PAYMENT_DATA
+    from strabo.ucp.platform_agent import SAMPLE_PAYMENT_DATA
 
     token = os.environ.get("STRABO_PAYMENT_TOKEN", SAMPLE_PAYMENT_DATA["credential"]["token"])
     return {**SAMPLE_PAYMENT_DATA, "credential": {"type": "token", "token": token}}
@@ -328,10 +328,11 @@ async def event(**agent_options: Any) -> Outcome:
 async def ucp(merchant_url: str | None = None, **agent_options: Any) -> Outcome:
     """SimpleUCP as Platform, through the Business proxy, with the bundled merchant
     (or the one at ``merchant_url``); the payment credential comes from a hook."""
-    from proxy import ProxyAdapter
-    from samples.ucp.business_proxy import business_proxy
+    from strabo.proxy import ProxyAdapter
+
     from strabo import serve
     from strabo.merchant import create_app
+    from strabo.ucp.business_proxy import business_proxy
 
     agents = {"platform": ["Platform"], "business": ["Business"]}
     async with World(["atomic-ucp.lsh"], agents) as world:

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 from pytest_httpx import HTTPXMock
+from strabo.proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
 
 from langshaw import ActionInstance
 from peach import LocalExecutor, PeachAdapter
-from proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
 from syncserver import SyncServer
 from tests.conftest import load
 from tests.harness import until
@@ -346,7 +346,7 @@ async def test_credentials_from_the_hook_are_never_logged_nor_bound(
 async def test_request_outside_a_handler_needs_keys_or_an_explicit_key(
     shop: Shop, httpx_mock: HTTPXMock
 ) -> None:
-    from proxy import RouteError
+    from strabo.proxy import RouteError
 
     httpx_mock.add_response(
         method="GET", url=f"{MERCHANT}/s/chk", json={"id": "chk"}, is_reusable=True

@@ -14,10 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-
-from langshaw import ActionInstance, LangshawProtocol
-from peach import LocalExecutor, PeachAdapter
-from proxy import (
+from strabo.proxy import (
     ProxyAdapter,
     ProxyError,
     ProxyHTTPError,
@@ -27,6 +24,9 @@ from proxy import (
     Route,
     RouteError,
 )
+
+from langshaw import ActionInstance, LangshawProtocol
+from peach import LocalExecutor, PeachAdapter
 from strabo import serve
 from syncserver import SyncServer
 from tests.conftest import SIMPLE_CREATE, load

@@ -7,16 +7,15 @@ import os
 import re
 
 import pytest
+from strabo.proxy import ProxyError, Route
 
 from langshaw import ActionInstance
 from peach import SyncExecutor
-from proxy import ProxyError, Route
-from samples import demo
-from samples.ucp import platform_agent as platform_module
-from samples.ucp.business_proxy import business_proxy
-from samples.ucp.platform_agent import platform_agent
-from strabo import serve
+from strabo import demo, serve
 from strabo.merchant import create_app, merchant_of
+from strabo.ucp import platform_agent as platform_module
+from strabo.ucp.business_proxy import business_proxy
+from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from syncserver import create_app as syncserver_app
 from tests.conftest import load

@@ -18,14 +18,14 @@ import pytest
 
 from langshaw import ActionInstance
 from peach import LocalExecutor, PeachAdapter
-from samples.ucp import incremental_platform as incremental_platform_module
-from samples.ucp import platform_agent as platform_module
-from samples.ucp.business_proxy import RETRY, business_proxy
-from samples.ucp.incremental_platform import incremental_platform
-from samples.ucp.incremental_proxy import incremental_proxy
-from samples.ucp.platform_agent import platform_agent
 from strabo import serve
 from strabo.merchant import create_app, merchant_of
+from strabo.ucp import incremental_platform as incremental_platform_module
+from strabo.ucp import platform_agent as platform_module
+from strabo.ucp.business_proxy import RETRY, business_proxy
+from strabo.ucp.incremental_platform import incremental_platform
+from strabo.ucp.incremental_proxy import incremental_proxy
+from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from tests.conftest import load
 

@@ -11,10 +11,10 @@ import pytest
 
 from langshaw import ActionInstance
 from peach import LocalExecutor
-from samples.ucp.business_proxy import business_proxy
-from samples.ucp.platform_agent import platform_agent
 from strabo import serve
 from strabo.merchant import create_app, merchant_of
+from strabo.ucp.business_proxy import business_proxy
+from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from tests.conftest import load
 from tests.harness import until

@@ -69,21 +69,21 @@ async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: f
 
     from langshaw import LangshawProtocol
     from peach import SyncExecutor
-    from proxy import ProxyError, ProxyRequest, Route
-    from samples.ucp.business_proxy import business_proxy, ucp_header_hook
-    from samples.ucp.incremental_platform import incremental_platform
-    from samples.ucp.incremental_proxy import incremental_proxy
-    from samples.ucp.platform_agent import PROTOCOL as ATOMIC
-    from samples.ucp.platform_agent import platform_agent
     from strabo import serve
     from strabo.merchant import create_app as merchant_app
+    from strabo.proxy import ProxyError, ProxyRequest, Route
+    from strabo.ucp.business_proxy import business_proxy, ucp_header_hook
+    from strabo.ucp.incremental_platform import incremental_platform
+    from strabo.ucp.incremental_proxy import incremental_proxy
+    from strabo.ucp.platform_agent import PROTOCOL as ATOMIC
+    from strabo.ucp.platform_agent import platform_agent
     from syncserver import SyncServer, create_app
 
     if protocol_name == "atomic":
         protocol = LangshawProtocol.load(ATOMIC)
         make_platform, make_proxy = platform_agent, business_proxy
     else:
-        from samples.ucp.incremental_platform import PROTOCOL as INCREMENTAL
+        from strabo.ucp.incremental_platform import PROTOCOL as INCREMENTAL
 
         protocol = LangshawProtocol.load(INCREMENTAL)
         make_platform, make_proxy = incremental_platform, incremental_proxy
@@ -94,7 +94,9 @@ async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: f
 
     async with contextlib.AsyncExitStack() as stack:
         sync_url = await stack.enter_async_context(serve(create_app(server)))
-        merchant_url = merchant or await stack.enter_async_context(serve(merchant_app()))
+        merchant_url: str = (
+            merchant if merchant else await stack.enter_async_context(serve(merchant_app()))
+        )
         print(f"strabo demo: a UCP checkout with {protocol.name}, {policy} finalization")
         print(f"  SyncServer  {sync_url} (log in memory)")
         print(f"  merchant    {merchant_url} ({'external' if merchant else 'bundled'})\n")

@@ -17,13 +17,13 @@ failed Complete) goes to ``on_error`` and is recorded as an escalation.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor
-from proxy import ProxyError
-from samples.ucp.business_proxy import (
+from strabo.bundled import path as bundled_protocol
+from strabo.proxy import ProxyError
+from strabo.ucp.checkout import (
     MAPPING,
     RETRY,
     BusinessProxy,
@@ -33,8 +33,8 @@ from samples.ucp.business_proxy import (
     ucp_header_hook,
 )
 
-log = logging.getLogger("strabo.samples.business")
-PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "incremental-ucp.lsh"
+log = logging.getLogger("strabo.ucp")
+PROTOCOL = bundled_protocol("incremental-ucp")
 CHANGES = ("line_items", "currency", "buyer", "discount_codes", "fulfillment_pref", "payment_pref")
 # Each change, its acknowledgment, and what that takes from the session.
 ACKS: dict[str, tuple[str, Any]] = {

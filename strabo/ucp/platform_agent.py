@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
+from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
+from strabo.bundled import path as bundled_protocol
 
-log = logging.getLogger("strabo.samples.platform")
-PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "atomic-ucp.lsh"
+log = logging.getLogger("strabo.ucp")
+PROTOCOL = bundled_protocol("atomic-ucp")
 SAMPLE_LINE_ITEMS = [
     {"item": {"id": "bouquet_roses", "title": "Bouquet of Red Roses"}, "quantity": 1}
 ]
@@ -46,7 +47,7 @@ def platform_agent(
     done = asyncio.Event()
 
     @adapter.on_completion
-    async def on_done(keys: dict, mas_id: str) -> None:
+    async def on_done(keys: dict[str, Any], mas_id: str) -> None:
         done.set()
 
     @adapter.observation("Created", "Failed", "Completed")

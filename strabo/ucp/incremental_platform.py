@@ -11,26 +11,26 @@ the checkout with a Cancel in a new version: the Business then says Cancelled.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
-from samples.ucp.platform_agent import (
+from strabo.bundled import path as bundled_protocol
+from strabo.ucp.platform_agent import (
     SAMPLE_BUYER,
     SAMPLE_FULFILLMENT_PREF,
     SAMPLE_LINE_ITEMS,
     SAMPLE_PAYMENT_DATA,
 )
 
-PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "incremental-ucp.lsh"
+PROTOCOL = bundled_protocol("incremental-ucp")
 
 
 def failed(action: ActionInstance) -> bool:
     """Whether the Business said the checkout needs escalation, or that the change
     did not go through (an error in UCP's ``messages``)."""
     if action.name == "StatusChange":
-        return action["status"] == "requires_escalation"
+        return bool(action["status"] == "requires_escalation")
     messages: Any = action["messages"]
     return isinstance(messages, list) and any(
         isinstance(m, dict) and m.get("type") == "error" for m in messages)
@@ -48,7 +48,7 @@ def incremental_platform(
         await adapter.attempt([adapter.build_action(action, {"eid": eid, **bindings})])
 
     @adapter.on_completion
-    async def on_done(keys: dict, mas_id: str) -> None:
+    async def on_done(keys: dict[str, Any], mas_id: str) -> None:
         done.set()
 
     @adapter.on_enabled("Create")

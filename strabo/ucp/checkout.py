@@ -1,17 +1,9 @@
-"""The UCP Business as a proxy to a real UCP merchant, for SimpleUCP (Listing 6).
+"""What a UCP Business proxy needs besides its routes: UCP's headers, the
+merchant's shipping steps, checks on what the Platform bound and on what the
+merchant answered, and the escalation of failures the protocol cannot express.
 
-Routes map Langshaw actions onto the merchant's REST API. Complete and Cancel
-are handled by their routes alone. Create needs orchestration: the merchant
-opens a session with a POST, then takes the shipping choice in steps (method,
-then destination, then option), each a PUT.
-
-Failure policy (docs/proxy.md): every call is retried under the same
-Idempotency-Key (RETRY). Then a failed Create, whatever the cause (an error
-answer, no answer, a malformed binding), is the protocol's ``Failed`` with the
-reason, and the Platform sees it. After ``Created`` SimpleUCP gives the Business
-no action but ``Completed`` (``nono Created Failed``), so a failed Complete or
-Cancel goes to ``on_error``: the proxy records an :class:`Escalation` for
-whoever runs it, and the Platform sees no answer.
+Both Business proxies (SimpleUCP and IncrementalUCP) use it; an agent of your
+own for another UCP merchant can too.
 """
 
 from __future__ import annotations
@@ -24,15 +16,13 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from langshaw import LangshawProtocol
-from peach import ActionInstance, Executor
-from proxy import ProxyAdapter, ProxyError, ProxyRequest, ProxyRequestError, Route
+from peach import ActionInstance
+from strabo.proxy import ProxyAdapter, ProxyError, ProxyRequest, ProxyRequestError, Route
 
-log = logging.getLogger("strabo.samples.business")
-PROTOCOL = Path(__file__).resolve().parents[2] / "protocols" / "atomic-ucp.lsh"
+log = logging.getLogger("strabo.ucp")
+# The Platform's preferences as the merchant's checkout fields.
 MAPPING = {"discount_codes": "$.discounts", "fulfillment_pref": "$.fulfillment",
            "payment_pref": "$.payment"}
 # Four tries at most, within 15 s: a merchant still failing after that is down.
@@ -52,7 +42,7 @@ def ucp_header_hook(request: ProxyRequest) -> dict[str, str]:
     }
 
 
-def shipping_steps(preference: Any) -> list[dict | None]:
+def shipping_steps(preference: Any) -> list[dict[str, Any] | None]:
     """The merchant takes a shipping choice in steps: method, destination, option.
 
     ``preference`` is the Platform's ``fulfillment_pref``: null, or
@@ -71,7 +61,7 @@ def shipping_steps(preference: Any) -> list[dict | None]:
     kind, destination = wanted.get("type"), wanted.get("selected_destination_id")
     _expect(isinstance(kind, str) and kind != "", f"{where}.methods[0].type",
             "a non-empty string", kind)
-    steps: list[dict | None] = [{"methods": [{"type": kind}]}]
+    steps: list[dict[str, Any] | None] = [{"methods": [{"type": kind}]}]
     if destination is None or destination == "":
         return steps
     _expect(isinstance(destination, str), f"{where}.methods[0].selected_destination_id",
@@ -150,40 +140,6 @@ class BusinessProxy(ProxyAdapter):
             route.trigger, dict(trigger.keys) if trigger is not None else {},
             checkout if isinstance(checkout, str) else None, error.summary(), error.attempts))
         self.escalated.set()
-
-
-def business_proxy(executor: Executor, merchant_url: str, name: str = "business") -> BusinessProxy:
-    protocol = LangshawProtocol.load(PROTOCOL)
-    proxy = BusinessProxy(
-        name, protocol, "Business", executor,
-        base_url=merchant_url, internal=["cid"],
-        header_hook=ucp_header_hook, exclude=["Create"], **RETRY)
-    proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
-    proxy.route("Update->>Updated", "PUT-/checkout-sessions/{id}", request=MAPPING)
-    proxy.route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete")
-    proxy.route("Cancel->>Cancelled", "POST-/checkout-sessions/{id}/cancel")
-
-    @proxy.observation("Create")
-    async def on_create(action: ActionInstance, performer: str) -> None:
-        if performer == proxy.name:
-            return
-        session = None
-        try:
-            first, *more = shipping_steps(action["fulfillment_pref"])
-            session = checkout_of(await proxy.request(
-                "Create", {**action.bindings, "fulfillment_pref": first}), "Create")
-            for step in more:
-                session = checkout_of(await proxy.request("Update", {
-                    **action.bindings, "id": session["id"], "line_items": cart(session),
-                    "fulfillment_pref": step}), "Update")
-        except ProxyError as error:
-            if session is not None:  # do not leave a half-made session open
-                await cancel_quietly(proxy, session["id"])
-            await proxy.fail("Create", action, error)  # Failed(reason), see RETRY
-            return
-        await proxy.attempt([proxy.build_action("Created", {**action.bindings, **session})])
-
-    return proxy
 
 
 async def cancel_quietly(proxy: ProxyAdapter, checkout: str) -> None:

@@ -1,0 +1,171 @@
+"""Build strabo's wheel and sdist, install each into a fresh venv, and use it from
+an unrelated directory as a new user would: every command README.md and docs/
+show. `.ci/run` runs this after `make test`; `make package-check` too.
+
+    python scripts/check_package.py [--keep DIR]
+
+Prints one line per step and exits 1 at the first failure, with the command's
+output. Needs network access to the package index (for the dependencies) only
+the first time: pip's cache serves later runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLED = [p.stem for p in sorted((ROOT / "protocols").glob("*.lsh"))]
+
+
+class Failed(Exception):
+    pass
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 600, env: dict[str, str] | None = None) -> str:
+    started = time.monotonic()
+    result = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
+    took = time.monotonic() - started
+    shown = " ".join(Path(c).name if os.sep in c and c.endswith(("python", "strabo")) else c
+                     for c in cmd)
+    if result.returncode != 0:
+        raise Failed(f"{shown} exited {result.returncode} after {took:.1f} s\n"
+                     f"--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}")
+    print(f"  ok  {shown}  ({took:.1f} s)", flush=True)
+    return result.stdout
+
+
+@contextlib.contextmanager
+def served(cmd: list[str], cwd: Path) -> Iterator[str]:
+    """A server command on port 0, running until the block ends; yields its URL."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        url = None
+        while time.monotonic() < deadline and url is None:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            match = re.search(r"(http://[\d.]+:\d+)", line)
+            url = match.group(1) if match else None
+        if url is None:
+            proc.kill()
+            raise Failed(f"{' '.join(cmd[1:])} did not start:\n{proc.stderr.read()[-4000:]}")
+        yield url
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def probe(url: str, path: str, headers: dict[str, str] | None = None) -> None:
+    request = urllib.request.Request(url + path, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = json.loads(response.read())
+    print(f"  ok  GET {path} -> {str(body)[:60]}", flush=True)
+
+
+def use(venv: Path, work: Path) -> None:
+    """Every command the docs show, from a directory that is not the checkout."""
+    strabo = str(venv / "bin" / "strabo")
+    run([strabo, "--version"], work)
+    listing = run([strabo, "protocols"], work)
+    if sorted(line.split()[0] for line in listing.splitlines()) != BUNDLED:
+        raise Failed(f"strabo protocols lists {listing!r}, not {BUNDLED}")
+    run([strabo, "check", *BUNDLED], work)
+    run([strabo, "protocols", "purchase"], work)
+    for protocol in ("atomic", "incremental"):
+        for policy in ("instant", "batched"):
+            run([strabo, "demo", "--protocol", protocol, "--policy", policy], work, timeout=120)
+    for verb in ("check", "protocols", "syncserver", "merchant", "demo", "agent"):
+        run([strabo, verb, "--help"], work)
+    with served([strabo, "merchant", "--port", "0"], work) as merchant:
+        probe(merchant, "/.well-known/ucp")
+        run([strabo, "demo", "--merchant", merchant, "--timeout", "30"], work, timeout=120)
+    config = work / "mas.toml"
+    config.write_text(
+        '[mas.purchase]\nprotocols = ["purchase"]\n'
+        '[mas.purchase.agents.buyer]\nroles = ["Buyer"]\ntoken = "buyer-secret"\n'
+        '[mas.purchase.agents.seller]\nroles = ["Seller"]\ntoken = "seller-secret"\n'
+    )
+    command = [strabo, "syncserver", "--config", str(config), "--db", str(work / "p.db"),
+               "--port", "0"]
+    with served(command, work) as syncserver:
+        probe(syncserver, "/mas/purchase", {"Authorization": "Bearer buyer-secret"})
+
+
+def installed_files(venv: Path, work: Path) -> list[str]:
+    python = str(venv / "bin" / "python")
+    shown = run([python, "-m", "pip", "show", "-f", "strabo"], work)
+    return [line.strip() for line in shown.split("Files:", 1)[1].splitlines() if line.strip()]
+
+
+def check_layout(files: list[str]) -> None:
+    tops = sorted({f.split("/")[0] for f in files if not f.startswith(("..", "strabo-"))})
+    allowed = {"langshaw", "peach", "strabo", "syncserver"}
+    extra = [t for t in tops if t not in allowed and not t.endswith(".dist-info")]
+    if extra:
+        raise Failed(f"the wheel installs top-level names {extra}; only {sorted(allowed)} belong")
+    lsh = [f for f in files if f.endswith(".lsh")]
+    if len(lsh) != len(BUNDLED):
+        raise Failed(f"the wheel holds {len(lsh)} protocol files, not {len(BUNDLED)}: {lsh}")
+    print(f"  ok  top-level packages {[t for t in tops if '.' not in t]}; "
+          f"{len(lsh)} bundled protocols", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--keep", metavar="DIR", help="build and install in DIR, and keep it")
+    args = parser.parse_args()
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="strabo-package-"))
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        dist, work = base / "dist", base / "elsewhere"
+        shutil.rmtree(dist, ignore_errors=True)
+        work.mkdir(exist_ok=True)
+        print(f"building into {dist}", flush=True)
+        run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], base)
+        [wheel] = dist.glob("*.whl")
+        [sdist] = dist.glob("*.tar.gz")
+        for label, artifact in (("wheel", wheel), ("sdist", sdist)):
+            venv = base / f"venv-{label}"
+            shutil.rmtree(venv, ignore_errors=True)
+            print(f"{label}: {artifact.name} into a fresh venv", flush=True)
+            run([sys.executable, "-m", "venv", str(venv)], base)
+            run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(artifact)],
+                base)
+            check_layout(installed_files(venv, work))
+            use(venv, work)
+    except Failed as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+    print("package check: the wheel and the sdist install and run from anywhere")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

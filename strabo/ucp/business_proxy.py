@@ -1,0 +1,74 @@
+"""The UCP Business as a proxy to a real UCP merchant, for SimpleUCP (Listing 6).
+
+Routes map Langshaw actions onto the merchant's REST API. Complete and Cancel
+are handled by their routes alone. Create needs orchestration: the merchant
+opens a session with a POST, then takes the shipping choice in steps (method,
+then destination, then option), each a PUT.
+
+Failure policy (docs/proxy.md): every call is retried under the same
+Idempotency-Key (RETRY). Then a failed Create, whatever the cause (an error
+answer, no answer, a malformed binding), is the protocol's ``Failed`` with the
+reason, and the Platform sees it. After ``Created`` SimpleUCP gives the Business
+no action but ``Completed`` (``nono Created Failed``), so a failed Complete or
+Cancel goes to ``on_error``: the proxy records an :class:`Escalation` for
+whoever runs it, and the Platform sees no answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from langshaw import LangshawProtocol
+from peach import ActionInstance, Executor
+from strabo.bundled import path as bundled_protocol
+from strabo.proxy import ProxyError
+from strabo.ucp.checkout import (
+    MAPPING,
+    RETRY,
+    BusinessProxy,
+    cancel_quietly,
+    cart,
+    checkout_of,
+    shipping_steps,
+    ucp_header_hook,
+)
+
+log = logging.getLogger("strabo.ucp")
+PROTOCOL = bundled_protocol("atomic-ucp")
+
+
+def business_proxy(executor: Executor, merchant_url: str, name: str = "business") -> BusinessProxy:
+    protocol = LangshawProtocol.load(PROTOCOL)
+    proxy = BusinessProxy(
+        name, protocol, "Business", executor,
+        base_url=merchant_url, internal=["cid"],
+        header_hook=ucp_header_hook, exclude=["Create"], **RETRY)
+    proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
+    proxy.route("Update->>Updated", "PUT-/checkout-sessions/{id}", request=MAPPING)
+    proxy.route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete")
+    proxy.route("Cancel->>Cancelled", "POST-/checkout-sessions/{id}/cancel")
+
+    @proxy.observation("Create")
+    async def on_create(action: ActionInstance, performer: str) -> None:
+        if performer == proxy.name:
+            return
+        session = None
+        try:
+            first, *more = shipping_steps(action["fulfillment_pref"])
+            session = checkout_of(await proxy.request(
+                "Create", {**action.bindings, "fulfillment_pref": first}), "Create")
+            for step in more:
+                session = checkout_of(await proxy.request("Update", {
+                    **action.bindings, "id": session["id"], "line_items": cart(session),
+                    "fulfillment_pref": step}), "Update")
+        except ProxyError as error:
+            if session is not None:  # do not leave a half-made session open
+                await cancel_quietly(proxy, session["id"])
+            await proxy.fail("Create", action, error)  # Failed(reason), see RETRY
+            return
+        await proxy.attempt([proxy.build_action("Created", {**action.bindings, **session})])
+
+    return proxy
+
+
+__all__ = ["PROTOCOL", "RETRY", "business_proxy", "shipping_steps", "ucp_header_hook"]
