@@ -103,6 +103,7 @@ ALLOWED = {
 LAZY = {
     ("peach.llm._cli", "syncserver"),  # strabo agent --embedded runs a SyncServer
     ("peach.llm._cli", "strabo"),  # ... served by strabo.serving
+    ("peach.llm._cli", "strabo.bundled"),  # --protocol purchase: a bundled protocol
 }
 
 

@@ -12,7 +12,8 @@ DESCRIPTION = """\
 Run an LLM agent that enacts Langshaw protocols toward a goal in plain words.
 
 Give each role it plays as a pair, in order: --protocol FILE --role ROLE (repeat
-the pair for several roles, in one protocol or several). The protocols decide
+the pair for several roles, in one protocol or several); FILE may name a bundled
+protocol ('--protocol purchase', see 'strabo protocols'). The protocols decide
 what the agent may do; the model (Claude, through the Anthropic API) only
 chooses among the enabled actions and binds their attributes. Every attempt is
 checked against the protocol, so a model mistake is refused, never enacted.
@@ -252,10 +253,14 @@ def _roles(args: argparse.Namespace) -> list[tuple[Any, str]]:
     pairs = []
     for path, role in zip(args.protocol, args.role, strict=True):
         if path not in loaded:
-            if not Path(path).is_file():
-                raise UsageError(f"cannot read {path}: no such file")
+            file = _protocol_file(path)
+            if file is None:
+                raise UsageError(
+                    f"cannot read {path}: no such file, nor a bundled protocol of that name "
+                    "(see 'strabo protocols')"
+                )
             try:
-                loaded[path] = LangshawProtocol.load(path)
+                loaded[path] = LangshawProtocol.load(file)
             except OSError as exc:
                 raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
             except LangshawError as exc:
@@ -319,3 +324,17 @@ def _printer(name: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
             print(f"  #{batch.seq:<4} {entry.instance.name:<22} by {who:<10} {keys}", flush=True)
 
     return show
+
+
+def _protocol_file(name: str) -> Path | None:
+    """A protocol file as given, or the bundled protocol of that name."""
+    if Path(name).is_file():
+        return Path(name)
+    if "/" in name or "\\" in name:
+        return None
+    from strabo.bundled import path as bundled_protocol
+
+    try:
+        return bundled_protocol(name)
+    except (KeyError, FileNotFoundError):
+        return None

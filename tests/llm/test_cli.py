@@ -61,6 +61,10 @@ def test_help_explains_the_command():
          "--syncserver needs --token"),
         (["--protocol", "nope.lsh", "--role", "Buyer", "--goal", "x", "--embedded"],
          "cannot read nope.lsh: no such file"),
+        (["--protocol", "purchse", "--role", "Buyer", "--goal", "x", "--embedded"],
+         "cannot read purchse: no such file, nor a bundled protocol of that name"),
+        (["--protocol", "purchase", "--role", "Byer", "--goal", "x", "--embedded"],
+         "Purchase ("),  # the bundled protocol, found by name
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--peer", "seller"], "--peer 'seller': write NAME=ROLE"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
