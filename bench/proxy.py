@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 import httpx  # noqa: E402
-from strabo.proxy import ProxyRequest  # noqa: E402
 
 from bench.syncserver import process, syncserver_command  # noqa: E402
 from langshaw import ActionInstance, LangshawProtocol  # noqa: E402
 from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
+from strabo.proxy import ProxyRequest  # noqa: E402
 from strabo.ucp.business_proxy import business_proxy, shipping_steps, ucp_header_hook  # noqa: E402
 from strabo.ucp.platform_agent import (  # noqa: E402
     PROTOCOL,

@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from langshaw import ActionInstance, LangshawProtocol
+from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
 from strabo.proxy.errors import (
     ProxyError,
     ProxyUnreachable,
@@ -47,9 +50,6 @@ from strabo.proxy.policy import (
     retry_after,
 )
 from strabo.proxy.routes import Route, failure_data, parse_route
-
-from langshaw import ActionInstance, LangshawProtocol
-from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
 
 log = logging.getLogger("strabo.proxy")
 

@@ -23,9 +23,9 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-from strabo.proxy.errors import ProxyError, RouteError
 
 from langshaw import ActionInstance, LangshawProtocol
+from strabo.proxy.errors import ProxyError, RouteError
 
 # Answers a retry may fix. 501 (not implemented) and the 4xx other than 408 and
 # 429 mean the request itself is refused: sending it again changes nothing.

@@ -21,10 +21,10 @@ from typing import Any
 from jsonpath_ng import JSONPath
 from jsonpath_ng.exceptions import JsonPathParserError
 from jsonpath_ng.ext import parse as parse_jsonpath  # type: ignore[attr-defined]
-from strabo.proxy.errors import ProxyError, ProxyRequestError, RouteError
-from strabo.proxy.policy import FailureFunction, overrides, unreachable_failure
 
 from langshaw import ActionInstance, LangshawProtocol
+from strabo.proxy.errors import ProxyError, ProxyRequestError, RouteError
+from strabo.proxy.policy import FailureFunction, overrides, unreachable_failure
 
 log = logging.getLogger("strabo.proxy")
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

@@ -328,10 +328,9 @@ async def event(**agent_options: Any) -> Outcome:
 async def ucp(merchant_url: str | None = None, **agent_options: Any) -> Outcome:
     """SimpleUCP as Platform, through the Business proxy, with the bundled merchant
     (or the one at ``merchant_url``); the payment credential comes from a hook."""
-    from strabo.proxy import ProxyAdapter
-
     from strabo import serve
     from strabo.merchant import create_app
+    from strabo.proxy import ProxyAdapter
     from strabo.ucp.business_proxy import business_proxy
 
     agents = {"platform": ["Platform"], "business": ["Business"]}

@@ -8,10 +8,10 @@ import logging
 
 import pytest
 from pytest_httpx import HTTPXMock
-from strabo.proxy import ProxyAdapter, ProxyRequest
 
 from langshaw import ActionInstance, LangshawProtocol
 from peach import LocalExecutor, PeachAdapter
+from strabo.proxy import ProxyAdapter, ProxyRequest
 from syncserver import SyncServer
 from tests.conftest import PROTOCOLS
 from tests.harness import until

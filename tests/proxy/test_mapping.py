@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 from pytest_httpx import HTTPXMock
-from strabo.proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
 
 from langshaw import ActionInstance
 from peach import LocalExecutor, PeachAdapter
+from strabo.proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
 from syncserver import SyncServer
 from tests.conftest import load
 from tests.harness import until

@@ -14,6 +14,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
+from langshaw import ActionInstance, LangshawProtocol
+from peach import LocalExecutor, PeachAdapter
+from strabo import serve
 from strabo.proxy import (
     ProxyAdapter,
     ProxyError,
@@ -24,10 +28,6 @@ from strabo.proxy import (
     Route,
     RouteError,
 )
-
-from langshaw import ActionInstance, LangshawProtocol
-from peach import LocalExecutor, PeachAdapter
-from strabo import serve
 from syncserver import SyncServer
 from tests.conftest import SIMPLE_CREATE, load
 from tests.harness import until

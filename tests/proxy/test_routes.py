@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from strabo.proxy import ProxyAdapter, RouteError
 
 from peach import LocalExecutor
+from strabo.proxy import ProxyAdapter, RouteError
 from syncserver import SyncServer
 from tests.conftest import load
 

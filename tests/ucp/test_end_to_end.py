@@ -7,12 +7,12 @@ import os
 import re
 
 import pytest
-from strabo.proxy import ProxyError, Route
 
 from langshaw import ActionInstance
 from peach import SyncExecutor
 from strabo import demo, serve
 from strabo.merchant import create_app, merchant_of
+from strabo.proxy import ProxyError, Route
 from strabo.ucp import platform_agent as platform_module
 from strabo.ucp.business_proxy import business_proxy
 from strabo.ucp.platform_agent import platform_agent
