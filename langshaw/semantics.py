@@ -206,8 +206,10 @@ class SocialState:
         role. Batched finalization orders conflicting claims by rank.
         """
         action = self.protocol.actions.get(instance.name)
-        if action is None:
-            return []
+        if action is None or not all(
+            valid_key_value(instance.bindings.get(k)) for k in action.keys
+        ):
+            return []  # an instance the check will refuse claims nothing
         try:
             scope = self.scope_of(action, instance.bindings)
             root = tuple(instance.bindings[k] for k in self.protocol.root_keys)

@@ -228,12 +228,21 @@ class Ledger:
         self._waiting = {}
         accepted: list[tuple[Attempt, asyncio.Future[Receipt]]] = []
         rejected = []
-        for attempt, future in self._by_priority(attempts):
-            violation = self.state.attempt(attempt.instances, attempt.roles)
-            if violation is not None:
-                rejected.append((attempt, future, violation))
-            else:
-                accepted.append((attempt, future))
+        try:
+            for attempt, future in self._by_priority(attempts):
+                violation = self.state.attempt(attempt.instances, attempt.roles)
+                if violation is not None:
+                    rejected.append((attempt, future, violation))
+                else:
+                    accepted.append((attempt, future))
+        except Exception as exc:  # a bug: answer every attempt rather than none
+            log.exception("%s/%s: checking a batched window failed", self.mas, self.protocol.name)
+            error = ServiceError(500, "internal", f"internal error: {type(exc).__name__}")
+            for _, future in attempts:
+                if not future.done():
+                    future.set_exception(error)
+            self._begin_rebuild()  # the state may hold part of the window
+            return
         if accepted:
             try:
                 committing, receipts = self._finalize([a for a, _ in accepted])
