@@ -10,7 +10,8 @@ batches once, not a thousand times.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
 
 from strabo.core.batch import Batch
 
@@ -112,3 +113,60 @@ class Tail:
             return None
         start = after + 1 - first
         return [self._batches[i] for i in range(start, until - first + 1)]
+
+
+class SharedReads:
+    """Older pages of the log, read from the store once for every stream that
+    catches up through them at the same time.
+
+    A thousand agents reconnecting from the start would otherwise each hold a
+    copy of each page they read, and a reader that stalls keeps its copy: memory
+    would grow with the number of readers. Reads of the same page in flight are
+    shared (one store read), and pages read recently are kept, up to ``limit``
+    bytes of event frames and ``count`` batches, least recently used out first.
+    """
+
+    def __init__(self, limit: int, count: int = 256) -> None:
+        self.limit = limit
+        self.count = count
+        self._batches: OrderedDict[int, Batch] = OrderedDict()
+        self._bytes = 0
+        self._reading: dict[tuple[int, int], asyncio.Future[list[Batch]]] = {}
+
+    async def read(
+        self, after: int, until: int, load: Callable[[int, int], Awaitable[list[Batch]]]
+    ) -> list[Batch]:
+        """The batches ``after < seq <= until``, from memory or through ``load``."""
+        found = [self._batches.get(seq) for seq in range(after + 1, until + 1)]
+        if found and all(b is not None for b in found):
+            for seq in range(after + 1, until + 1):
+                self._batches.move_to_end(seq)
+            return found  # type: ignore[return-value]
+        key = (after, until)
+        reading = self._reading.get(key)
+        if reading is None:
+            reading = asyncio.ensure_future(load(after, until))
+            self._reading[key] = reading
+            reading.add_done_callback(lambda _: self._reading.pop(key, None))
+            batches = await asyncio.shield(reading)
+            self._keep(batches)
+            return batches
+        return await asyncio.shield(reading)
+
+    def _keep(self, batches: list[Batch]) -> None:
+        if self.limit <= 0:
+            return
+        for batch in batches:
+            if batch.seq in self._batches:
+                continue
+            self._batches[batch.seq] = batch
+            self._bytes += len(batch.sse_frame)
+        while self._batches and (
+            self._bytes > self.limit or len(self._batches) > self.count
+        ):
+            _, oldest = self._batches.popitem(last=False)
+            self._bytes -= len(oldest.sse_frame)
+
+    def clear(self) -> None:
+        self._batches.clear()
+        self._bytes = 0

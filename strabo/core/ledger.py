@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation, json_equal
 from strabo.core.batch import Batch, Entry
 from strabo.core.errors import Rejected, ServiceError
-from strabo.core.feed import Lagging, Subscriber, Tail
+from strabo.core.feed import Lagging, SharedReads, Subscriber, Tail
 from strabo.core.store import Store, StoreError
 
 log = logging.getLogger("strabo.syncserver")
@@ -83,6 +83,8 @@ class Ledger:
         #: The newest committed batches, shared by every reader catching up; off
         #: (0 bytes) until an HTTP app turns it on, as in-process readers need none.
         self.tail = Tail(0)
+        #: Older pages read from the store for streams catching up, shared by them.
+        self.pages = SharedReads(0)
         # Batches accepted and numbered, waiting for their transaction, in seq order.
         self._pending: list[tuple[Batch, asyncio.Future[Batch]]] = []
         self._flush_scheduled = False
@@ -432,6 +434,7 @@ class Ledger:
         self.state = SocialState(self.protocol, fingerprints=self.fingerprints)
         self.next_seq = 1
         self.tail.clear()
+        self.pages.clear()
         for batch in await self.store.load(self.mas, self.protocol):
             if batch.seq != self.next_seq:
                 raise StoreError(
@@ -484,6 +487,19 @@ class Ledger:
             return cached
         return await self.store.read(self.mas, self.protocol, after, until)
 
+    async def _shared_read(self, after: int, limit: int) -> list[Batch]:
+        """As :meth:`read`, with pages from the store shared by every stream reading
+        them (the same pages: streams catching up from one place read the same)."""
+        until = min(self.committed_seq, after + limit)
+        if until <= after:
+            return []
+        cached = self.tail.read(after, until)
+        if cached is not None:
+            return cached
+        return await self.pages.read(
+            after, until, lambda a, u: self.store.read(self.mas, self.protocol, a, u)
+        )
+
     async def subscribe(
         self, after: int, page: int = 500, max_bytes: int | None = None
     ) -> AsyncGenerator[Batch, None]:
@@ -497,12 +513,14 @@ class Ledger:
         subscriber = Subscriber(self.subscriber_backlog, max_bytes)
         self.subscribers.add(subscriber)
         last = after
-        # Pages from the store are this reader's own copies: start small, so that a
-        # reader that stalls holds little, and grow while the batches are small.
+        # Pages start small, so that a reader that stalls holds little, and grow
+        # while the batches are small. Streams (``max_bytes``) share their pages.
         size = 8
         try:
             while last < self.committed_seq:
-                batches = await self.read(last, size)
+                batches = await (
+                    self.read(last, size) if max_bytes is None else self._shared_read(last, size)
+                )
                 if not batches:
                     break
                 if len(batches) == size and (

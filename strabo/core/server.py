@@ -108,6 +108,7 @@ class SyncServer:
                         fingerprints=self.fingerprints,
                     )
                     ledger.tail.limit = self.tail_bytes
+                    ledger.pages.limit = self.tail_bytes
                     await ledger.load()
                     self.ledgers[(system.name, protocol.name)] = ledger
         except BaseException:
@@ -128,6 +129,7 @@ class SyncServer:
         self.tail_bytes = limit
         for ledger in self.ledgers.values():
             ledger.tail.limit = limit
+            ledger.pages.limit = limit
 
     def close_streams(self) -> None:
         """End every live event stream (clients reconnect and resume)."""

@@ -59,3 +59,42 @@ def test_one_batch_larger_than_the_bound_is_still_delivered() -> None:
     subscriber = Subscriber(limit=10, limit_bytes=100)
     subscriber.push(batch(1, 5000))
     assert not subscriber.lagging and len(subscriber._queue) == 1
+
+
+async def test_streams_catching_up_share_one_read_of_each_page() -> None:
+    import asyncio
+
+    from strabo.core.feed import SharedReads
+
+    loads: list[tuple[int, int]] = []
+    gate = asyncio.Event()
+
+    async def load(after: int, until: int) -> list[Batch]:
+        loads.append((after, until))
+        await gate.wait()
+        return [batch(seq) for seq in range(after + 1, until + 1)]
+
+    pages = SharedReads(limit=10**6)
+    readers = [asyncio.create_task(pages.read(0, 8, load)) for _ in range(50)]
+    await asyncio.sleep(0)  # let every reader ask (ordering, not a race: one loop turn)
+    gate.set()
+    results = await asyncio.gather(*readers)
+    assert loads == [(0, 8)]
+    assert all(r is results[0] or r == results[0] for r in results)
+    assert all(a is b for r in results for a, b in zip(r, results[0], strict=True))
+    # Read again later: from memory, the same objects.
+    again = await pages.read(0, 8, load)
+    assert loads == [(0, 8)] and again[0] is results[0][0]
+
+
+async def test_shared_pages_are_bounded() -> None:
+    from strabo.core.feed import SharedReads
+
+    async def load(after: int, until: int) -> list[Batch]:
+        return [batch(seq) for seq in range(after + 1, until + 1)]
+
+    pages = SharedReads(limit=10**9, count=10)
+    for start in range(0, 40, 8):
+        await pages.read(start, start + 8, load)
+    assert len(pages._batches) == 10
+    assert sorted(pages._batches) == list(range(31, 41))
