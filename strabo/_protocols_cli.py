@@ -32,12 +32,10 @@ List the protocols bundled with strabo, or print one.
 
 def resolve(name: str) -> str:
     """A path as given, or, if no such file exists, the bundled protocol ``name``."""
-    if Path(name).exists() or "/" in name or "\\" in name:
-        return name
-    try:
-        return str(bundled.path(name))
-    except (KeyError, FileNotFoundError):
-        return name  # the check reports the unreadable file as it is
+    if Path(name).exists():
+        return name  # even a folder: the check says it cannot read it
+    found = bundled.find(name)
+    return str(found) if found is not None else name  # the check reports it as it is
 
 
 def configure_check(parser: argparse.ArgumentParser) -> None:

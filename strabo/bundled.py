@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["describe", "directory", "names", "path"]
+__all__ = ["describe", "directory", "find", "names", "path"]
 
 
 def directory() -> Path:
@@ -35,6 +35,21 @@ def path(name: str) -> Path:
     if not found.is_file():
         raise KeyError(f"no bundled protocol named {name!r} (bundled: {', '.join(names())})")
     return found
+
+
+def find(name: str, base: Path | None = None) -> Path | None:
+    """What ``name`` means where a protocol file is expected: the file (relative
+    to ``base``) if it exists, else the bundled protocol of that name, else None.
+    A name with a path separator is only ever a path."""
+    file = (base or Path()) / name
+    if file.is_file():
+        return file
+    if "/" in name or "\\" in name:
+        return None
+    try:
+        return path(name)
+    except (KeyError, FileNotFoundError):
+        return None
 
 
 def describe(name: str) -> str:

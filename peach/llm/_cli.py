@@ -328,13 +328,6 @@ def _printer(name: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
 
 def _protocol_file(name: str) -> Path | None:
     """A protocol file as given, or the bundled protocol of that name."""
-    if Path(name).is_file():
-        return Path(name)
-    if "/" in name or "\\" in name:
-        return None
-    from strabo.bundled import path as bundled_protocol
+    from strabo.bundled import find
 
-    try:
-        return bundled_protocol(name)
-    except (KeyError, FileNotFoundError):
-        return None
+    return find(name)

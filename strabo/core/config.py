@@ -188,15 +188,10 @@ def _protocols(value: Any, base: Path, where: str, problem: Any) -> dict[str, La
 def _protocol_file(base: Path, item: str) -> Path:
     """A path relative to the configuration, or the name of a bundled protocol
     (``"purchase"``) when no such file exists."""
-    file = base / item
-    if file.exists() or "/" in item or "\\" in item:
-        return file
-    from strabo.bundled import path as bundled_protocol
+    from strabo.bundled import find
 
-    try:
-        return bundled_protocol(item)
-    except (KeyError, FileNotFoundError):
-        return file  # reported as unreadable, under the name the user wrote
+    found = find(item, base)
+    return found if found is not None else base / item  # reported as unreadable
 
 
 def _agents(

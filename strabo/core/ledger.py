@@ -309,14 +309,9 @@ class Ledger:
             and self._rebuilding is None
             and loop.time() - self._last_flush > self.QUIET
         ):
-            self._last_flush = loop.time()
-            try:
-                self.store.append_now(self.mas, self.protocol, [batch])  # type: ignore[attr-defined]
-            except Exception as exc:
-                error = self._failed([], exc)
-                self._begin_rebuild()
-                raise error from None
-            self._committed(batch)
+            error = self._write_now([(batch, None)])
+            if error is not None:
+                raise error
             return None
         future: asyncio.Future[Batch] = loop.create_future()
         self._pending.append((batch, future))
@@ -335,22 +330,26 @@ class Ledger:
         else:
             self._writing = asyncio.ensure_future(self._flush())
 
-    def _write_now(self, pending: list[tuple[Batch, asyncio.Future[Batch]]]) -> None:
-        """Write ``pending`` in one transaction, without waiting, and settle it."""
+    def _write_now(
+        self, pending: Sequence[tuple[Batch, asyncio.Future[Batch] | None]]
+    ) -> ServiceError | None:
+        """Write ``pending`` in one transaction, without waiting, and settle it;
+        returns the error its attempts get if the write failed."""
         self._last_flush = asyncio.get_running_loop().time()
         try:
             self.store.append_now(self.mas, self.protocol, [b for b, _ in pending])  # type: ignore[attr-defined]
         except Exception as exc:
-            self._failed(pending, exc)
+            error = self._failed(pending, exc)
             self._begin_rebuild()
-            return
+            return error
         self._settle(pending)
+        return None
 
-    def _settle(self, pending: list[tuple[Batch, asyncio.Future[Batch]]]) -> None:
+    def _settle(self, pending: Sequence[tuple[Batch, asyncio.Future[Batch] | None]]) -> None:
         """The batches are committed: publish them and acknowledge their attempts."""
         for batch, future in pending:
             self._committed(batch)
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_result(batch)
 
     def _begin_rebuild(self) -> None:
@@ -373,12 +372,12 @@ class Ledger:
             self._start_flush()
 
     def _failed(
-        self, pending: list[tuple[Batch, asyncio.Future[Batch]]], exc: Exception
+        self, pending: Sequence[tuple[Batch, asyncio.Future[Batch] | None]], exc: Exception
     ) -> ServiceError:
         log.error("commit failed for %s/%s: %s", self.mas, self.protocol.name, exc)
         error = ServiceError(503, "store-failed", f"the attempt was not recorded: {exc}")
         for _, future in pending:
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(error)
         return error
 
