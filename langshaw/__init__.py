@@ -13,6 +13,7 @@ from langshaw.diagnostics import (
 )
 from langshaw.model import Action, LangshawProtocol
 from langshaw.semantics import (
+    ABSENT,
     FRESH,
     ActionInstance,
     Enablement,
@@ -20,12 +21,15 @@ from langshaw.semantics import (
     SocialState,
     Violation,
 )
+from langshaw.types import AttributeType, TypeProblem
 from langshaw.values import json_equal
 
 __all__ = [
+    "ABSENT",
     "FRESH",
     "Action",
     "ActionInstance",
+    "AttributeType",
     "Diagnostic",
     "Enablement",
     "Enactment",
@@ -34,6 +38,7 @@ __all__ = [
     "LangshawSyntaxError",
     "LangshawValidationError",
     "SocialState",
+    "TypeProblem",
     "Violation",
     "json_equal",
 ]

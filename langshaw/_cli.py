@@ -11,8 +11,11 @@ Parse and validate Langshaw protocol files.
 
 For each valid file, print a summary: roles, keys, actions with their
 performers, and the completion condition. For an invalid file, print every
-error as path:line:col: message. Warnings (actions that can never be enabled,
-for instance) are printed too but do not fail the check.
+error as path:line:col: message: syntax, undeclared names, and the attribute
+types (an unknown type name, a schema file that cannot be read or is not a
+valid JSON Schema, an attribute typed differently in two actions). Warnings
+(actions that can never be enabled, for instance) are printed too but do not
+fail the check.
 
 Exit status: 0 when every file is valid, 1 otherwise.
 """
@@ -39,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             print(Diagnostic(name, 1, 1, f"cannot read: {reason}"), file=sys.stderr)
             failed += 1
             continue
-        protocol, diagnostics = diagnose(text, name)
+        protocol, diagnostics = diagnose(text, name, base=path.parent)
         for diagnostic in diagnostics:
             print(diagnostic, file=sys.stderr)
         if protocol is None:

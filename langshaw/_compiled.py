@@ -13,6 +13,7 @@ from typing import Any
 
 from langshaw.instances import FRESH, Enablement, ScopeKey
 from langshaw.model import Action, LangshawProtocol
+from langshaw.types import AttributeType
 from langshaw.values import JSON
 
 
@@ -78,6 +79,10 @@ class _Compiled:
     exclusions: dict[str, tuple[tuple[str, str, str, tuple[str, ...]], ...]] = field(
         default_factory=dict
     )
+    # Attributes an instance may leave absent, and per action the typed attributes
+    # (dependencies are never typed) with their types.
+    optional: frozenset[str] = frozenset()
+    typed: dict[str, tuple[tuple[str, AttributeType], ...]] = field(default_factory=dict)
 
 
 @cache
@@ -141,6 +146,15 @@ def _compile(protocol: LangshawProtocol) -> _Compiled:
         },
         dependencies={
             name: tuple((d, relation(name, d), ordered[d]) for d in a.dependencies)
+            for name, a in protocol.actions.items()
+        },
+        optional=protocol.optional,
+        typed={
+            name: tuple(
+                (attr, protocol.types[attr])
+                for attr in a.attributes
+                if attr in protocol.types and protocol.types[attr].type is not None
+            )
             for name, a in protocol.actions.items()
         },
         exclusions={

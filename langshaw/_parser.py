@@ -35,6 +35,8 @@ _WORDS = {
     "RPAR": "')'",
     "_GT": "'>'",
     "_NOGO_ARROW": "'-/>'",
+    "OPTIONAL": "'?'",
+    "SCHEMA_FILE": "a schema file in double quotes",
 }
 _MAX_ERRORS = 50
 
@@ -149,6 +151,15 @@ def _parser() -> _Parser:
 
 
 @dataclass
+class RawParameter:
+    """One attribute in an action's list, with its annotations as written."""
+
+    name: Token
+    optional: Token | None = None  # the '?'
+    type: Token | None = None  # a type name, or a quoted schema file
+
+
+@dataclass
 class RawAction:
     actor: Token
     name: Token
@@ -156,6 +167,7 @@ class RawAction:
     first_line: int
     last_line: int
     doc: str = ""
+    parameters: list[RawParameter] = field(default_factory=list)
 
 
 @dataclass
@@ -307,13 +319,15 @@ def _build(tree: Tree[Token], comments: list[Token], text: str) -> RawProtocol:
                     else:
                         raw.goals.append(item_names)
             elif kind == "do":
+                parameters = [_parameter(p) for p in item.children if isinstance(p, Tree)]
                 raw.actions.append(
                     RawAction(
                         actor=names[0],
                         name=names[1],
-                        attributes=names[2:],
+                        attributes=[p.name for p in parameters],
                         first_line=item.meta.line,
                         last_line=_tokens(item)[-1].line or item.meta.line,  # the ')'
+                        parameters=parameters,
                     )
                 )
             elif kind == "sayso":
@@ -326,6 +340,16 @@ def _build(tree: Tree[Token], comments: list[Token], text: str) -> RawProtocol:
                 raw.nogo.append((names[0], names[1]))
     _attach_docs(raw, comments, text)
     return raw
+
+
+def _parameter(tree: Tree[Token]) -> RawParameter:
+    tokens = _tokens(tree)
+    optional = next((t for t in tokens if t.type == "OPTIONAL"), None)
+    kind = None
+    for child in tree.children:
+        if isinstance(child, Tree):  # type_ref
+            kind = _tokens(child)[0]
+    return RawParameter(tokens[0], optional, kind)
 
 
 def _attach_docs(raw: RawProtocol, comments: list[Token], text: str) -> None:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from lark import Token
 
-from langshaw._parser import RawProtocol, parse_raw
+from langshaw._parser import RawParameter, RawProtocol, parse_raw
 from langshaw.action import Action
 from langshaw.diagnostics import (
     Diagnostic,
     LangshawSyntaxError,
     LangshawValidationError,
 )
+from langshaw.types import SIMPLE_TYPES, AttributeType, SchemaFileError, from_file, simple
 
 _KEYWORDS = ("who", "what", "do", "sayso", "nono", "nogo")
 
@@ -53,31 +55,42 @@ def _listing(names: Iterable[str]) -> str:
     return ", ".join(names) or "none"
 
 
-def build(text: str, source: str) -> dict[str, Any]:
+def _base(source: str, base: str | Path | None) -> Path:
+    """Where schema files are looked for: beside the protocol's file if it is one."""
+    if base is not None:
+        return Path(base)
+    path = Path(source)
+    return path.parent if path.is_file() else Path.cwd()
+
+
+def build(text: str, source: str, base: str | Path | None = None) -> dict[str, Any]:
     """The fields of a valid protocol (for ``LangshawProtocol(**fields)``); raises
-    LangshawError listing every error."""
+    LangshawError listing every error. Schema files are read relative to ``base``
+    (by default the directory of ``source`` if it is a file, else the current one)."""
     raw, syntax_errors = parse_raw(text, source)
     if syntax_errors or raw is None:
         raise LangshawSyntaxError(syntax_errors)
     report = _Report(source)
-    protocol = _check(raw, report)
+    protocol = _check(raw, report, _base(source, base))
     if report.errors or protocol is None:
         raise LangshawValidationError(report.items)
     return protocol
 
 
-def check_text(text: str, source: str) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
+def check_text(
+    text: str, source: str, base: str | Path | None = None
+) -> tuple[dict[str, Any] | None, list[Diagnostic]]:
     """Every diagnostic for ``text`` (errors and warnings), and the protocol's
     fields if it is valid."""
     raw, syntax_errors = parse_raw(text, source)
     if syntax_errors or raw is None:
         return None, sorted(syntax_errors)
     report = _Report(source)
-    protocol = _check(raw, report)
+    protocol = _check(raw, report, _base(source, base))
     return (None if report.errors else protocol), sorted(report.items)
 
 
-def _check(raw: RawProtocol, report: _Report) -> dict[str, Any] | None:
+def _check(raw: RawProtocol, report: _Report, base: Path) -> dict[str, Any] | None:
     assert raw.name is not None
     name = raw.name.value.strip()
     first_word = name.split()[0] if name.split() else ""
@@ -296,6 +309,7 @@ def _check(raw: RawProtocol, report: _Report) -> dict[str, Any] | None:
                 )
         completion.append(tuple(t.value for t in goal))
 
+    types = _types(raw, keys, actions, base, report)
     if report.errors:
         return None
 
@@ -324,7 +338,95 @@ def _check(raw: RawProtocol, report: _Report) -> dict[str, Any] | None:
         source=report.source,
         warnings=tuple(sorted(d for d in report.items if d.severity == "warning")),
         root_keys=root_keys,
+        types=types,
     )
+
+
+def _annotation(parameter: RawParameter) -> tuple[bool, str | None]:
+    kind = parameter.type
+    if kind is None:
+        return parameter.optional is not None, None
+    text = kind.value[1:-1] if kind.type == "SCHEMA_FILE" else kind.value
+    return parameter.optional is not None, text
+
+
+def _types(
+    raw: RawProtocol,
+    keys: dict[str, Token],
+    actions: dict[str, tuple[Token, Token, list[Token], str]],
+    base: Path,
+    report: _Report,
+) -> dict[str, AttributeType]:
+    """The declared types: an attribute is annotated once, or alike everywhere."""
+    first: dict[str, tuple[RawParameter, str]] = {}
+    for act in raw.actions:
+        for parameter in act.parameters:
+            if parameter.optional is None and parameter.type is None:
+                continue
+            attribute = parameter.name.value
+            if attribute not in first:
+                first[attribute] = (parameter, act.name.value)
+                continue
+            earlier, where = first[attribute]
+            if _annotation(earlier) != _annotation(parameter):
+                report.error(
+                    parameter.type or parameter.optional or parameter.name,
+                    "type-conflict",
+                    f"'{_spelled(parameter)}' in '{act.name.value}' differs from "
+                    f"'{_spelled(earlier)}' in '{where}' (line {earlier.name.line}): an "
+                    "attribute has one type; annotate it once, or alike everywhere",
+                )
+    types: dict[str, AttributeType] = {}
+    for attribute, (parameter, _where) in first.items():
+        optional, kind = _annotation(parameter)
+        token = parameter.type or parameter.optional or parameter.name
+        if attribute in actions:
+            report.error(
+                token,
+                "typed-dependency",
+                f"'{attribute}' is an action: as an attribute it records that the action "
+                "occurred (always true), so it takes no type and cannot be optional",
+            )
+            continue
+        if attribute in keys:
+            if optional:
+                report.error(
+                    parameter.optional,
+                    "optional-key",
+                    f"key '{attribute}' cannot be optional: every instance is placed by its keys",
+                )
+                continue
+            if kind is not None and kind not in ("string", "integer"):
+                report.error(
+                    token,
+                    "key-type",
+                    f"key '{attribute}' can only be typed string or integer, not {kind}",
+                )
+                continue
+        if parameter.type is not None and parameter.type.type == "SCHEMA_FILE":
+            assert kind is not None
+            try:
+                types[attribute] = from_file(attribute, kind, optional, base)
+            except SchemaFileError as exc:
+                report.error(parameter.type, exc.code, f"'{attribute}': {exc}")
+            continue
+        if kind is not None and kind not in SIMPLE_TYPES:
+            report.error(
+                token,
+                "unknown-type",
+                f"unknown type '{kind}' for '{attribute}' (types: {', '.join(SIMPLE_TYPES)}, "
+                f"or a JSON Schema file in double quotes){_suggest(kind, SIMPLE_TYPES)}",
+            )
+            continue
+        types[attribute] = simple(attribute, kind, optional)
+    return types
+
+
+def _spelled(parameter: RawParameter) -> str:
+    text = str(parameter.name.value) + ("?" if parameter.optional is not None else "")
+    if parameter.type is not None:
+        text += f": {parameter.type.value}"
+    return text
 
 
 def _warn_unreachable(

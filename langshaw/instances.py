@@ -25,6 +25,7 @@ RULES = (
     "nogo",
     "sayso",
     "bound",
+    "type",
 )
 
 
@@ -42,13 +43,31 @@ class _Fresh:
 
 FRESH: Any = _Fresh()
 
+
+class _Absent:
+    """What an optional attribute left out of an instance is, in a scope: decided,
+    and not a value (``null`` is a value). Equal only to itself."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __reduce__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+
 ScopeKey = tuple[tuple[str, Any], ...]
 """A scope: ``((key, value), ...)`` in the protocol's key order."""
 
 
 @dataclass(frozen=True, slots=True)
 class ActionInstance:
-    """An action with every attribute bound. Treat ``bindings`` as read-only."""
+    """An action with its attributes bound: every one, except the optional ones it
+    leaves absent (they are missing from ``bindings``; ``null`` is a value).
+    Treat ``bindings`` as read-only."""
 
     action: Action
     bindings: Mapping[str, JSON]
@@ -64,6 +83,14 @@ class ActionInstance:
 
     def __getitem__(self, attribute: str) -> JSON:
         return self.bindings[attribute]
+
+    def __contains__(self, attribute: object) -> bool:
+        """False for an optional attribute this instance leaves absent."""
+        return attribute in self.bindings
+
+    def get(self, attribute: str, default: JSON = None) -> JSON:
+        """The attribute's value, or ``default`` when it is absent."""
+        return self.bindings.get(attribute, default)
 
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action.name, "bindings": dict(self.bindings)}
@@ -82,6 +109,7 @@ class Violation:
     action: str | None = None
     attribute: str | None = None
     index: int = 0  # position of the offending instance in an atomic list
+    path: str | None = None  # rule "type": where in the value, e.g. "items[0].qty"
 
     def __str__(self) -> str:
         return f"{self.rule}: {self.message}"
@@ -92,7 +120,9 @@ class Enablement:
     """An action a role may perform now in one scope.
 
     ``fixed`` holds the bindings the instance must carry (known keys, bindings of
-    the scope or its ancestors, and ``True`` for each dependency); ``to_bind`` the
+    the scope or its ancestors, and ``True`` for each dependency; ``ABSENT`` for
+    an optional attribute left absent there, which the instance must leave
+    absent too); ``to_bind`` the
     attributes the role binds now; ``new_keys`` the keys of a new scope, for which
     the performer picks fresh values.
     """

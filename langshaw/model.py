@@ -15,8 +15,9 @@ from typing import Any
 from langshaw._validate import build, check_text
 from langshaw.action import Action
 from langshaw.diagnostics import Diagnostic, LangshawError
+from langshaw.types import AttributeType
 
-__all__ = ["Action", "LangshawProtocol", "diagnose"]
+__all__ = ["Action", "AttributeType", "LangshawProtocol", "diagnose"]
 
 
 def _freeze(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -32,7 +33,9 @@ class LangshawProtocol:
     occurred (an action) or is bound (an attribute). ``sayso`` maps an attribute
     to the roles that may bind it, highest priority first. ``nono`` groups are
     mutually exclusive; each ``nogo`` pair ``(A, B)`` reads "A -/> B": once A has
-    occurred, B may not.
+    occurred, B may not. ``types`` holds the annotated attributes (typed,
+    optional, or both); an attribute missing from it admits any JSON value and
+    must be bound.
     """
 
     name: str
@@ -46,17 +49,23 @@ class LangshawProtocol:
     source: str = "<string>"
     warnings: tuple[Diagnostic, ...] = ()
     root_keys: tuple[str, ...] = field(default=())
+    types: Mapping[str, AttributeType] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "actions", _freeze(self.actions))
         object.__setattr__(self, "sayso", _freeze(self.sayso))
+        object.__setattr__(self, "types", _freeze(self.types))
 
     # Construction ---------------------------------------------------------------
 
     @classmethod
-    def parse(cls, text: str, source: str = "<string>") -> LangshawProtocol:
-        """Parse and validate ``text``; raise LangshawError listing every error."""
-        return cls(**build(text, source))
+    def parse(
+        cls, text: str, source: str = "<string>", *, base: str | Path | None = None
+    ) -> LangshawProtocol:
+        """Parse and validate ``text``; raise LangshawError listing every error.
+        Schema files are found relative to ``base`` (by default the directory of
+        ``source`` when it is a file, else the current directory)."""
+        return cls(**build(text, source, base))
 
     @classmethod
     def load(cls, path: str | Path) -> LangshawProtocol:
@@ -72,7 +81,7 @@ class LangshawProtocol:
             line = exc.object[: exc.start].count(b"\n") + 1
             diagnostic = Diagnostic(str(path), line, 1, "not UTF-8 text", code="io")
             raise LangshawError([diagnostic]) from None
-        return cls.parse(text, source=str(path))
+        return cls.parse(text, source=str(path), base=path.parent)
 
     # Queries --------------------------------------------------------------------
 
@@ -96,6 +105,15 @@ class LangshawProtocol:
             seen.update(dict.fromkeys(action.attributes))
         return tuple(seen)
 
+    @property
+    def optional(self) -> frozenset[str]:
+        """The attributes an instance may leave absent."""
+        return frozenset(name for name, t in self.types.items() if t.optional)
+
+    def type_of(self, attribute: str) -> AttributeType | None:
+        """The declared type of ``attribute`` (None: any JSON value, required)."""
+        return self.types.get(attribute)
+
     def __repr__(self) -> str:
         return f"<LangshawProtocol {self.name!r} from {self.source}>"
 
@@ -109,14 +127,18 @@ class LangshawProtocol:
         ]
         width = max((len(a.actor) for a in self.actions.values()), default=0)
         for action in self.actions.values():
-            attrs = ", ".join(action.attributes)
+            attrs = ", ".join(
+                self.types[a].spelled if a in self.types else a for a in action.attributes
+            )
             lines.append(f"    {action.actor:<{width}} : {action.name}({attrs})")
         goal = " and ".join(" or ".join(clause) for clause in self.completion) or "(none)"
         lines.append(f"  complete when: {goal}")
         return "\n".join(lines)
 
 
-def diagnose(text: str, source: str) -> tuple[LangshawProtocol | None, list[Diagnostic]]:
+def diagnose(
+    text: str, source: str, base: str | Path | None = None
+) -> tuple[LangshawProtocol | None, list[Diagnostic]]:
     """Every diagnostic for ``text`` (errors and warnings), and the protocol if it is valid."""
-    fields, diagnostics = check_text(text, source)
+    fields, diagnostics = check_text(text, source, base)
     return (LangshawProtocol(**fields) if fields is not None else None), diagnostics

@@ -24,6 +24,12 @@ The rules (``docs/semantics.md`` explains them with examples):
   occurred in a correlated instance.
 * A root enactment is complete when every completion clause names an action that
   occurred in it or an attribute bound in it.
+* A typed attribute's value must fit its type (rule ``type``), checked where it
+  is bound fresh; a value equal to an earlier binding fitted when that was bound.
+  An optional attribute may be left absent where it would be bound fresh;
+  absence is then recorded (``ABSENT``) and holds like a binding: later
+  instances in that scope, and the scopes inheriting from it, leave it absent
+  too. An absent attribute does not satisfy a completion clause.
 
 Checking and enabling share one evaluation (``_evaluate``), so the enabled set is
 exactly the set of attempts that would be accepted.
@@ -40,6 +46,7 @@ from langshaw._compiled import _BOUND, Enactment, _compile, _Scope
 from langshaw._enablement import _evaluate, _initiating, _show
 from langshaw.fingerprint import canonical, fingerprint
 from langshaw.instances import (
+    ABSENT,
     FRESH,
     RULES,
     ActionInstance,
@@ -51,6 +58,7 @@ from langshaw.model import Action, LangshawProtocol
 from langshaw.values import JSON, json_equal, valid_key_value
 
 __all__ = [
+    "ABSENT",
     "FRESH",
     "RULES",
     "ActionInstance",
@@ -199,6 +207,23 @@ class SocialState:
         """The violation one instance would commit in the current state, if any."""
         return self.check([instance], roles)
 
+    def type_violation(self, action: str, attribute: str, value: JSON) -> Violation | None:
+        """Would ``value`` fit ``attribute`` where ``action`` binds it? The check an
+        attempt makes, for an agent to make before it attempts (``bind()``)."""
+        kind = self.protocol.types.get(attribute)
+        if kind is None:
+            return None
+        problem = kind.problem(value)
+        if problem is None:
+            return None
+        return Violation(
+            "type",
+            f"'{action}': {problem}",
+            action=action,
+            attribute=attribute,
+            path=problem.path,
+        )
+
     def claims(self, instance: ActionInstance) -> list[tuple[ScopeKey, str, int]]:
         """The attributes this instance binds fresh where a sayso chain sets priorities.
 
@@ -270,11 +295,13 @@ class SocialState:
                         action=name,
                         attribute=attribute,
                     )
+            optional = self._c.optional
             for attribute in action.attributes:
-                if attribute not in bindings:
+                if attribute not in bindings and attribute not in optional:
                     return Violation(
                         "missing-attribute",
-                        f"'{name}' must bind '{attribute}' (an instance binds every attribute)",
+                        f"'{name}' must bind '{attribute}' (only optional attributes may be "
+                        "left absent)",
                         action=name,
                         attribute=attribute,
                     )
@@ -294,8 +321,10 @@ class SocialState:
         if type(outcome) is Violation:
             return outcome
         for attribute, expected in outcome.items():
-            given = bindings[attribute]
+            given = bindings.get(attribute, ABSENT)
             if not json_equal(self._store(given, attribute), expected):
+                if given is ABSENT or expected is ABSENT:
+                    return self._absence(name, attribute, given, expected)
                 if attribute in protocol.actions:
                     return Violation(
                         "dependency",
@@ -312,7 +341,37 @@ class SocialState:
                     action=name,
                     attribute=attribute,
                 )
+        for attribute, kind in self._c.typed[name]:
+            # Only what this instance binds fresh: a value equal to an earlier
+            # binding was checked when that was bound.
+            if attribute in outcome:
+                continue
+            given = bindings.get(attribute, ABSENT)
+            if given is ABSENT or kind._validator.is_valid(given):
+                continue
+            problem = kind.problem(given)
+            return Violation(
+                "type",
+                f"'{name}': {problem}",
+                action=name,
+                attribute=attribute,
+                path=problem.path if problem else attribute,
+            )
         return root, scope
+
+    def _absence(self, name: str, attribute: str, given: JSON, expected: JSON) -> Violation:
+        if given is ABSENT:
+            shown = "a value" if self.fingerprints else _show(expected)
+            message = (
+                f"'{attribute}' is bound to {shown} here, so '{name}' must carry that "
+                "value; it leaves it absent"
+            )
+        else:
+            message = (
+                f"'{attribute}' was left absent here, so '{name}' must leave it absent "
+                f"too, not bind {_show(given)}"
+            )
+        return Violation("bound", message, action=name, attribute=attribute)
 
     def _apply_one(
         self,
@@ -346,7 +405,7 @@ class SocialState:
         fingerprints = self.fingerprints
         for attribute in action.attributes:
             if attribute not in scope_bindings:
-                value = bindings[attribute]
+                value = bindings.get(attribute, ABSENT)
                 if fingerprints:
                     value = self._store(value, attribute)
                 scope_bindings[attribute] = value
@@ -379,7 +438,13 @@ class SocialState:
         """How a bound value is kept: itself, or (fingerprint mode) a digest of it,
         or nothing but the fact that it is bound when no rule can ever compare it
         (an attribute that a single action carries)."""
-        if not self.fingerprints or value is None or value is True or value is False:
+        if (
+            not self.fingerprints
+            or value is None
+            or value is True
+            or value is False
+            or value is ABSENT
+        ):
             return value
         if attribute not in self._c.shared:
             return _BOUND
@@ -390,7 +455,11 @@ class SocialState:
     def _holds(self, enactment: Enactment) -> bool:
         scopes = enactment.scopes.values()
         return all(
-            any(name in scope.bindings for scope in scopes for name in clause)
+            any(
+                scope.bindings.get(name, ABSENT) is not ABSENT
+                for scope in scopes
+                for name in clause
+            )
             for clause in self.protocol.completion
         )
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from langshaw import ActionInstance, LangshawProtocol, SocialState
+from langshaw import ABSENT, ActionInstance, LangshawProtocol, SocialState, json_equal
 from peach.errors import BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
@@ -150,7 +150,7 @@ class PeachAdapter:
         return cached
 
     def _feasible(self, enablement: Any) -> FeasibleAction:
-        return FeasibleAction(enablement, self.role, self.new_key)
+        return FeasibleAction(enablement, self.role, self.new_key, self.state)
 
     def history(
         self, enactment: Mapping[str, Any] | tuple[Any, ...]
@@ -175,8 +175,9 @@ class PeachAdapter:
         """Build an instance of ``name`` from a dict: the enactment is found from
         the keys in ``bindings``, fixed attributes come from the state (a
         conflicting value in ``bindings`` is an error), the attributes to bind are
-        taken from ``bindings`` (missing ones get ``default`` if given), and other
-        entries of the dict are ignored."""
+        taken from ``bindings`` (missing ones get ``default`` if given, except
+        optional ones, which stay absent), and other entries of the dict are
+        ignored."""
         action = self.protocol.actions.get(name)
         if action is None:
             raise BindError(
@@ -187,18 +188,23 @@ class PeachAdapter:
             raise BindError(f"{name} is performed by {action.actor}, not {self.role}")
         feasible = self._find(action.name, bindings)
         values: dict[str, Any] = {}
+        optional = self.protocol.optional
         for attribute in feasible.to_bind:
             if attribute in bindings:
                 values[attribute] = bindings[attribute]
-            elif default is not _MISSING:
+            elif default is not _MISSING and attribute not in optional:
                 values[attribute] = default
         for key in feasible.new_keys:
             if key in bindings:
                 values[key] = bindings[key]
         for attribute, value in feasible.enablement.fixed.items():
             if attribute in bindings and attribute not in action.keys:
-                from langshaw import json_equal
-
+                if value is ABSENT:
+                    raise BindError(
+                        f"{name}: {attribute!r} was left absent in this enactment, so it "
+                        f"cannot be bound to {bindings[attribute]!r}",
+                        attribute,
+                    )
                 if attribute not in action.dependencies and not json_equal(
                     bindings[attribute], value
                 ):
@@ -238,7 +244,12 @@ class PeachAdapter:
 
     def _not_enabled(self, name: str, bindings: Mapping[str, Any], given: dict[str, Any]) -> str:
         action = self.protocol.actions[name]
-        probe = {a: bindings.get(a) for a in action.attributes}
+        optional = self.protocol.optional
+        probe = {
+            a: bindings.get(a)
+            for a in action.attributes
+            if a in bindings or a not in optional
+        }
         for dependency in action.dependencies:
             probe[dependency] = True
         for key in action.keys:

@@ -10,9 +10,18 @@ from langshaw import Violation
 class BindError(ValueError):
     """An instance that cannot be built: names the attribute at fault."""
 
-    def __init__(self, message: str, attribute: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        attribute: str | None = None,
+        *,
+        path: str | None = None,
+        missing: bool = False,
+    ) -> None:
         super().__init__(message)
         self.attribute = attribute
+        self.path = path  # for a type error: where in the value, e.g. "items[0].qty"
+        self.missing = missing  # a required attribute was not given
 
 
 class ActionRejected(Exception):

@@ -212,6 +212,7 @@ def _rejection(response: httpx.Response, instances: Sequence[ActionInstance]) ->
             action=error.get("action"),
             attribute=error.get("attribute"),
             index=error.get("index", 0),
+            path=error.get("path"),
         )
         return ActionRejected(violation, list(instances))
     return _error(response, "the attempt failed")

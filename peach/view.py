@@ -39,4 +39,5 @@ class View:
 
 def signature(protocol: LangshawProtocol) -> tuple[Any, ...]:
     """What two protocol objects must share to be enacted as one."""
-    return tuple((a.name, a.actor, a.attributes) for a in protocol.actions.values())
+    actions = tuple((a.name, a.actor, a.attributes) for a in protocol.actions.values())
+    return actions + tuple(t.spelled for t in protocol.types.values())

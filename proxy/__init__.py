@@ -9,6 +9,7 @@ request, with identity or JSONPath field mapping, and gives it a failure policy
 
 from strabo.proxy.adapter import HTTPEvent, ProxyAdapter, ProxyRequest
 from strabo.proxy.errors import (
+    ProxyAnswerError,
     ProxyError,
     ProxyHTTPError,
     ProxyRequestError,
@@ -23,6 +24,7 @@ __all__ = [
     "FailureFunction",
     "HTTPEvent",
     "ProxyAdapter",
+    "ProxyAnswerError",
     "ProxyError",
     "ProxyHTTPError",
     "ProxyRequest",

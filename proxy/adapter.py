@@ -36,6 +36,7 @@ import httpx
 from langshaw import ActionInstance, LangshawProtocol
 from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
 from strabo.proxy.errors import (
+    ProxyAnswerError,
     ProxyError,
     ProxyUnreachable,
     RouteError,
@@ -286,7 +287,8 @@ class ProxyAdapter(PeachAdapter):
         if idempotency_key is None:
             idempotency_key = self._idempotency_key(route, bindings)
         skip = self.internal | frozenset(self.protocol.actions)
-        body = route.body(bindings, skip)
+        typed = frozenset(a for a, t in self.protocol.types.items() if t.type is not None)
+        body = route.body(bindings, skip, typed)
         path = route.url_path(bindings)
         return await self._send(route, path, body, idempotency_key)
 
@@ -399,10 +401,50 @@ class ProxyAdapter(PeachAdapter):
         # `cid` must not move the response to another enactment.
         found = route.extract(answer, route.response_map)
         data = {**trigger.bindings, **{k: v for k, v in found.items() if k not in self.internal}}
-        _, problem = await self._perform(route.response, data)
-        if problem is not None:  # the service acted, the protocol cannot say so: tell
-            unsaid = ProxyError(f"{route.response} {problem}", route=route.name, code="unsaid")
-            await self.report(unsaid, route, trigger, why="its answer cannot be said")
+        await self.reply(route, trigger, data)
+
+    async def reply(
+        self, route: Route | str, trigger: ActionInstance, data: Mapping[str, Any]
+    ) -> ActionInstance | None:
+        """Perform ``route``'s response action with ``data`` (what the service
+        answered, over the trigger's bindings) and return it. An answer that does
+        not fit the protocol's types (or lacks a required attribute) is a
+        :class:`ProxyAnswerError` handled by the route's failure policy, as a
+        failed request would be: custom orchestrations answer through here so a
+        bad answer never crashes their handler. None when no response was said."""
+        route = self._route(route)
+        if route.response is None:
+            raise RouteError(f"{route} has no response action to reply with")
+        try:
+            instance = self.build_action(route.response, data)
+        except BindError as exc:
+            if exc.path is not None or exc.missing:
+                misfit = ProxyAnswerError(
+                    f"{route.response}: the answer does not fit: {exc}",
+                    attribute=exc.attribute,
+                    path=exc.path,
+                    route=route.name,
+                )
+                await self.fail(route, trigger, misfit)
+                return None
+            problem = f"cannot be performed: {exc}"
+        else:
+            try:
+                [done] = await self.attempt([instance])
+                return done
+            except ActionRejected as exc:
+                problem = f"was rejected: {exc}"
+        # The service acted, the protocol cannot say so: tell.
+        unsaid = ProxyError(f"{route.response} {problem}", route=route.name, code="unsaid")
+        await self.report(unsaid, route, trigger, why="its answer cannot be said")
+        return None
+
+    def _route(self, route: Route | str) -> Route:
+        if isinstance(route, str):
+            if route not in self.routes:
+                raise RouteError(f"no route for {route!r} (routes: {', '.join(self.routes)})")
+            return self.routes[route]
+        return route
 
     async def fail(
         self, route: Route | str, trigger: ActionInstance, error: ProxyError
@@ -412,10 +454,7 @@ class ProxyAdapter(PeachAdapter):
         action cannot be performed, log the error and tell the ``on_error``
         handlers (None). Automatic round trips end here; custom orchestrations
         call it so that their failures follow the policy their routes declare."""
-        if isinstance(route, str):
-            if route not in self.routes:
-                raise RouteError(f"no route for {route!r} (routes: {', '.join(self.routes)})")
-            route = self.routes[route]
+        route = self._route(route)
         data, why = failure_data(self.protocol, route, trigger, error)
         if data is not None and route.failure is not None:
             instance, problem = await self._perform(route.failure, data)
@@ -473,9 +512,23 @@ class ProxyAdapter(PeachAdapter):
     def build_action(
         self, name: str, bindings: Mapping[str, Any], *, default: Any = None
     ) -> ActionInstance:
-        """PeachAdapter.build_action, binding what the data lacks to null (the
-        convention for optional information in SimpleUCP)."""
-        return super().build_action(name, bindings, default=default)
+        """PeachAdapter.build_action for data read off the wire: an optional
+        attribute the data lacks stays absent, and so does one the data holds as
+        null when its type does not admit null (JSON APIs write "none" either
+        way). A required attribute the data lacks is bound to ``default``, null:
+        the convention of untyped protocols; a typed one then fails its type."""
+        types = self.protocol.types
+        cleaned = {
+            k: v
+            for k, v in bindings.items()
+            if not (
+                v is None
+                and k in types
+                and types[k].optional
+                and types[k].problem(None) is not None
+            )
+        }
+        return super().build_action(name, cleaned, default=default)
 
     # Contexts, start, resumption ----------------------------------------------------
 

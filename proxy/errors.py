@@ -72,6 +72,27 @@ class ProxyRequestError(ProxyError):
         self.attribute = attribute
 
 
+class ProxyAnswerError(ProxyError):
+    """An answer that does not fit the protocol: a value of the wrong type for a
+    typed attribute of the response action (``attribute``, ``path`` inside it),
+    or a required attribute the answer lacks. The service acted, but what it
+    said cannot be bound, so the route's failure policy answers instead."""
+
+    default_code = "invalid_answer"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        attribute: str | None = None,
+        path: str | None = None,
+        route: str | None = None,
+    ) -> None:
+        super().__init__(message, route=route)
+        self.attribute = attribute
+        self.path = path
+
+
 class ProxyHTTPError(ProxyError):
     """An HTTP error answer: ``status``, ``code`` and ``message`` from its body."""
 

@@ -97,14 +97,22 @@ class Route:
 
         return _PARAM.sub(fill, self.path)
 
-    def body(self, bindings: Mapping[str, Any], skip: frozenset[str]) -> dict[str, Any] | None:
-        """The JSON body: each binding (but those in ``skip``) at its mapped place;
-        null bindings are left out. None for a GET or DELETE."""
+    def body(
+        self,
+        bindings: Mapping[str, Any],
+        skip: frozenset[str],
+        typed: frozenset[str] = frozenset(),
+    ) -> dict[str, Any] | None:
+        """The JSON body: each binding (but those in ``skip``) at its mapped place.
+        An absent optional attribute is not in ``bindings``, so it is left out.
+        Null is left out too for an attribute without a declared type (the
+        convention of untyped protocols); for one in ``typed``, null is a value
+        its type admitted, and is sent. None for a GET or DELETE."""
         if self.method in ("GET", "DELETE"):
             return None
         body: dict[str, Any] = {}
         for attribute, value in bindings.items():
-            if attribute in skip or value is None:
+            if attribute in skip or (value is None and attribute not in typed):
                 continue
             if attribute in self.request_map:
                 path = self.request_map[attribute]

@@ -23,6 +23,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from langshaw import ABSENT
 from langshaw.values import json_problem
 from strabo.core.batch import Batch
 from strabo.core.config import AgentConfig
@@ -270,7 +271,8 @@ def create_app(
                             "action": e.action.name,
                             "keys": e.keys,
                             "new_keys": list(e.new_keys),
-                            "fixed": e.fixed,
+                            "fixed": {k: v for k, v in e.fixed.items() if v is not ABSENT},
+                            "absent": [k for k, v in e.fixed.items() if v is ABSENT],
                             "to_bind": list(e.to_bind),
                         }
                         for e in replica.enabled(role, root)

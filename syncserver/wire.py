@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class InstanceIn(BaseModel):
-    """One action instance: the action's name and every attribute's binding."""
+    """One action instance: the action's name and its bindings (an optional
+    attribute left absent is simply not there)."""
 
     model_config = ConfigDict(extra="forbid")
 

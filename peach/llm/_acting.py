@@ -145,7 +145,8 @@ class _Acting:
                 f"{offer.tool} does not take {', '.join(sorted(unknown))}: it binds "
                 f"{', '.join(offer.asks) or 'nothing'}"
             )
-        missing = [a for a in offer.asks if a not in arguments]
+        optional = offer.adapter.protocol.optional
+        missing = [a for a in offer.asks if a not in arguments and a not in optional]
         if missing:
             raise _InvalidCall(f"{offer.tool} needs {', '.join(missing)}")
         return await self.perform(

@@ -211,10 +211,21 @@ class Offer:
 
     def spec(self, redactor: Redactor, has_events: bool) -> dict[str, Any]:
         fa = self.feasible
-        properties: dict[str, Any] = {
-            attribute: {"description": f"{attribute} (attribute of {fa.name})"}
-            for attribute in self.asks
-        }
+        types = self.adapter.protocol.types
+        properties: dict[str, Any] = {}
+        for attribute in self.asks:
+            kind = types.get(attribute)
+            schema = kind.json_schema() if kind is not None else {}
+            described = schema.get("description")
+            optional = (
+                " Optional: leave it out to leave it absent." if kind and kind.optional else ""
+            )
+            schema["description"] = (
+                f"{attribute} (attribute of {fa.name})"
+                + (f": {described}" if described else "")
+                + optional
+            )
+            properties[attribute] = schema
         if has_events:
             properties["for_event"] = {
                 "type": "string",
@@ -233,7 +244,7 @@ class Offer:
             "input_schema": {
                 "type": "object",
                 "properties": properties,
-                "required": list(self.asks),
+                "required": [a for a in self.asks if a not in self.adapter.protocol.optional],
                 "additionalProperties": False,
             },
         }

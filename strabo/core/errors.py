@@ -24,6 +24,7 @@ RULE_STATUS = {
     "nogo": 409,
     "sayso": 409,
     "bound": 409,
+    "type": 422,
 }
 
 
@@ -50,6 +51,8 @@ class Rejected(ServiceError):
             details["action"] = violation.action
         if violation.attribute is not None:
             details["attribute"] = violation.attribute
+        if violation.path is not None:
+            details["path"] = violation.path
         super().__init__(
             RULE_STATUS.get(violation.rule, 409), violation.rule, violation.message, **details
         )

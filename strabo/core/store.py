@@ -362,7 +362,9 @@ def _decode(
     protocol: LangshawProtocol, name: str, bindings: dict[str, Any], seq: int
 ) -> ActionInstance:
     action = protocol.actions.get(name)
-    if action is None or set(action.attributes) != set(bindings):
+    if action is None or not (
+        set(action.attributes) - protocol.optional <= set(bindings) <= set(action.attributes)
+    ):
         raise StoreError(
             f"the stored log holds {name!r} (batch {seq}) that does not fit "
             f"{protocol.source}: the protocol changed since this log was written; use a new --db"
