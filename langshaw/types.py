@@ -25,6 +25,8 @@ from urllib.parse import unquote, urlsplit
 
 import jsonschema_rs
 
+from langshaw.values import json_problem
+
 SIMPLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
 """The type names a protocol may write inline; each is the JSON Schema ``type``."""
 
@@ -81,9 +83,15 @@ class AttributeType:
     def problem(self, value: Any) -> TypeProblem | None:
         """None if ``value`` fits, else where and why it does not."""
         validator = self._validator
-        if validator is None or validator.is_valid(value):
+        if validator is None:
             return None
-        error = next(iter(validator.iter_errors(value)))
+        try:
+            if validator.is_valid(value):
+                return None
+            error = next(iter(validator.iter_errors(value)))
+        except (ValueError, TypeError, OverflowError) as exc:  # not JSON at all
+            reason = json_problem(value, self.attribute) or str(exc)
+            return TypeProblem(self.attribute, self.attribute, "", reason)
         message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
         return TypeProblem(
             self.attribute,

@@ -216,7 +216,7 @@ class Offer:
         for attribute in self.asks:
             kind = types.get(attribute)
             schema = kind.json_schema() if kind is not None else {}
-            described = schema.get("description")
+            described = schema.get("description") or schema.get("title")
             optional = (
                 " Optional: leave it out to leave it absent." if kind and kind.optional else ""
             )

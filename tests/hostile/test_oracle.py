@@ -80,11 +80,18 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from langshaw import ActionInstance, LangshawProtocol, json_equal
+from langshaw import ABSENT, ActionInstance, LangshawProtocol, json_equal
 from langshaw.model import Action
 from strabo.serving import serve
 from syncserver import SyncServer, create_app
-from tests.langshaw.test_properties import SHIPPED, VALUES, oracle_complete, oracle_legal
+from tests.langshaw.test_properties import (
+    SHIPPED,
+    VALUES,
+    good,
+    oracle_complete,
+    oracle_legal,
+    pool,
+)
 
 MAS = "default"
 POLICIES: dict[str, dict[str, Any]] = {
@@ -96,7 +103,7 @@ KEY_POOL: list[Any] = ["k1", "k2", 7]  # non-root key values (root values are fr
 REJECTIONS = {
     403: {"role"},
     409: {"duplicate", "dependency", "nono", "nogo", "sayso", "bound"},
-    422: {"unknown-action", "unknown-attribute", "missing-attribute", "key"},
+    422: {"unknown-action", "unknown-attribute", "missing-attribute", "key", "type"},
 }
 BAD_KEYS: list[Any] = [None, True, 1.5, ["k1"], {"k": 1}]
 KINDS = [
@@ -262,15 +269,21 @@ class Candidate:
     action: Action
     fixed: dict[str, Any]
     free: list[str]
+    protocol: LangshawProtocol
 
     @property
     def scope(self) -> dict[str, Any]:
         return _scope(self.action, self.fixed)
 
     def instance(self, rng: random.Random, **chosen: Any) -> ActionInstance:
-        bindings = dict(self.fixed)
+        """With values that fit the attributes' types; an optional attribute is
+        sometimes left absent (and stays absent where it was before)."""
+        bindings = {k: v for k, v in self.fixed.items() if v is not ABSENT}
         for attr in self.free:
-            bindings[attr] = chosen[attr] if attr in chosen else rng.choice(VALUES)
+            if attr in chosen:
+                bindings[attr] = chosen[attr]
+            elif attr not in self.protocol.optional or rng.random() < 0.7:
+                bindings[attr] = rng.choice(good(self.protocol, attr))
         return ActionInstance(self.action, bindings)
 
 
@@ -286,20 +299,20 @@ def _fixed_value(
     the oracle judges the result."""
     keys = set(scope)
     for h in history:
-        if attr in h.bindings and _scope(h.action, dict(h.bindings)) == scope:
-            return True, h.bindings[attr]
+        if attr in h.action.attributes and _scope(h.action, dict(h.bindings)) == scope:
+            return True, h.bindings.get(attr, ABSENT)
     if action.actor in protocol.sayso.get(attr, ()):
         return False, None
     best: tuple[int, Any] | None = None
     for h in history:
         theirs = _scope(h.action, dict(h.bindings))
         if (
-            attr in h.bindings
+            attr in h.action.attributes
             and set(theirs) < keys
             and all(scope[k] == v for k, v in theirs.items())
             and (best is None or len(theirs) > best[0])
         ):
-            best = (len(theirs), h.bindings[attr])
+            best = (len(theirs), h.bindings.get(attr, ABSENT))
     return (True, best[1]) if best is not None else (False, None)
 
 
@@ -334,7 +347,7 @@ def candidates(
                         free.append(attr)
                     else:
                         fixed[attr] = rng.choice(VALUES)  # hopeless, but let the oracle say so
-                candidate = Candidate(action, fixed, free)
+                candidate = Candidate(action, fixed, free, protocol)
                 if oracle_legal(protocol, list(history), candidate.instance(rng)):
                     found.append(candidate)
     return found
@@ -497,8 +510,8 @@ class Generator:
             elif attr in self.protocol.actions:
                 bindings[attr] = rng.choice([True, True, 1])
             else:
-                pool = [h.bindings[attr] for h in self.history if attr in h.bindings]
-                bindings[attr] = rng.choice(pool + VALUES[:3])
+                seen = [h.bindings[attr] for h in self.history if attr in h.bindings]
+                bindings[attr] = rng.choice(seen + pool(self.protocol, attr)[:6])
         mutation = rng.choice(["none", "none", "none", "drop", "extra", "badkey"])
         if mutation == "drop":
             bindings.pop(rng.choice(list(bindings)))
@@ -542,9 +555,10 @@ class Generator:
         if not pairs:
             return None
         a, b, attr = rng.choice(pairs)
-        one, other = rng.sample(VALUES, 2)
+        values = good(self.protocol, attr)
+        one, other = rng.sample(values, 2)
         while json_equal(one, other):
-            one, other = rng.sample(VALUES, 2)
+            one, other = rng.sample(values, 2)
         first = self.agent_for(rng, a.action.actor)
         second = self.agent_for(rng, b.action.actor, besides=first)
         kind = "conflict" if a.action.actor == b.action.actor else "conflict-of-roles"
@@ -833,7 +847,7 @@ class Example:
             assert action.actor == role
             bindings = dict(e["fixed"])
             bindings |= {k: f"fresh-{next(_ids)}" for k in e["new_keys"]}
-            bindings |= {a: rng.choice(VALUES) for a in e["to_bind"]}
+            bindings |= {a: rng.choice(good(self.protocol, a)) for a in e["to_bind"]}
             instance = ActionInstance(action, bindings)
             assert oracle_legal(self.protocol, self.history, instance), (
                 f"{role} is offered {e}, but {instance!r} is illegal\nhistory: {self.history}"

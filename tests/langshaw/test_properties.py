@@ -9,7 +9,13 @@ langshaw.semantics. For every attempt:
 * it is accepted exactly when it matches an action the role has enabled (so the
   enabled set is the set of acceptable attempts);
 * completion agrees with the oracle.
+
+Attribute types are the one place the oracle defers to the library: whether a
+value fits a JSON Schema is jsonschema-rs's question (``AttributeType.problem``);
+where and when a value is checked (only where it is bound fresh) and what an
+absent optional attribute means are the oracle's own.
 """
+
 
 from __future__ import annotations
 
@@ -18,16 +24,53 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langshaw import ActionInstance, LangshawProtocol, SocialState, json_equal
+from langshaw import ABSENT, ActionInstance, LangshawProtocol, SocialState, json_equal
 from langshaw.semantics import Enablement
 from tests.conftest import FIXTURES, PROTOCOLS
 
 SHIPPED = {
     p.name: LangshawProtocol.load(p)
-    for p in sorted([*PROTOCOLS.glob("*.lsh"), *(FIXTURES / "lsh" / "good").glob("*.lsh")])
+    for p in sorted(
+        [
+            *PROTOCOLS.glob("*.lsh"),
+            *(FIXTURES / "lsh" / "good").glob("*.lsh"),
+            *(FIXTURES / "lsh" / "typed").glob("*.lsh"),
+        ]
+    )
 }
 KEY_VALUES = ["k1", "k2", "k3", 7]
 VALUES: list[Any] = ["a", "b", 1, 1.0, True, None, [1], {"x": 1}, {"x": True}]
+# Values of each simple type (two of each, so that conflicts can be made).
+FITTING: dict[str, list[Any]] = {
+    "string": ["a", "b"],
+    "integer": [1, 2],
+    "number": [1, 2.5],
+    "boolean": [True, False],
+    "object": [{"x": 1}, {"x": True}],
+    "array": [[1], [2]],
+}
+
+
+def pool(protocol: LangshawProtocol, attr: str) -> list[Any]:
+    """Values to try for ``attr``: for a typed attribute mostly values that fit
+    (a simple type's, or its schema's ``examples``), and the untyped pool too, so
+    type violations come up as well."""
+    kind = protocol.types.get(attr)
+    if kind is None or kind.type is None:
+        return VALUES
+    good = FITTING.get(kind.type) or list(kind.json_schema().get("examples", []))
+    return good * 4 + VALUES if good else VALUES
+
+
+def good(protocol: LangshawProtocol, attr: str) -> list[Any]:
+    """Values that fit ``attr``'s type (every value of the pool if it has none)."""
+    fitting = [v for v in pool(protocol, attr) if fits(protocol, attr, v)]
+    return list({repr(v): v for v in fitting}.values()) or VALUES
+
+
+def fits(protocol: LangshawProtocol, attr: str, value: Any) -> bool:
+    kind = protocol.types.get(attr)
+    return kind is None or kind.problem(value) is None
 
 
 # The oracle ------------------------------------------------------------------------
@@ -49,9 +92,13 @@ def oracle_legal(
     protocol: LangshawProtocol, history: list[ActionInstance], inst: ActionInstance
 ) -> bool:
     action = protocol.actions.get(inst.action.name)
-    if action is None or set(inst.bindings) != set(action.attributes):
+    if action is None or not (
+        set(action.attributes) - protocol.optional <= set(inst.bindings) <= set(action.attributes)
+    ):
         return False
     if any(type(inst.bindings[k]) not in (str, int) for k in action.keys):
+        return False
+    if not all(fits(protocol, k, inst.bindings[k]) for k in action.keys):
         return False
     mine = _scope(inst)
     if any(h.action.name == action.name and _scope(h) == mine for h in history):
@@ -73,17 +120,27 @@ def oracle_legal(
     for attr in action.attributes:
         if attr in protocol.keys or attr in protocol.actions:
             continue
-        here = [h.bindings[attr] for h in history if _scope(h) == mine and attr in h.bindings]
+        # An instance that leaves an optional attribute absent decides it as ABSENT.
+        given = inst.bindings.get(attr, ABSENT)
+        here = [
+            h.bindings.get(attr, ABSENT)
+            for h in history
+            if _scope(h) == mine and attr in h.action.attributes
+        ]
         if here:
-            if not json_equal(here[0], inst.bindings[attr]):
+            if not json_equal(here[0], given):
                 return False
             continue
         if action.actor in protocol.sayso.get(attr, ()):
+            if given is not ABSENT and not fits(protocol, attr, given):
+                return False
             continue
         ancestors = [
-            (len(_scope(h)), h.bindings[attr])
+            (len(_scope(h)), h.bindings.get(attr, ABSENT))
             for h in history
-            if attr in h.bindings and set(_scope(h)) < set(mine) and _agree(_scope(h), mine)
+            if attr in h.action.attributes
+            and set(_scope(h)) < set(mine)
+            and _agree(_scope(h), mine)
         ]
         if not ancestors:
             return False
@@ -91,7 +148,7 @@ def oracle_legal(
         values = [v for size, v in ancestors if size == nearest]
         if not all(json_equal(values[0], v) for v in values):
             return False
-        if not json_equal(values[0], inst.bindings[attr]):
+        if not json_equal(values[0], given):
             return False
     return True
 
@@ -108,11 +165,23 @@ def matches(state: SocialState, enablement: Enablement, inst: ActionInstance) ->
     """Does ``inst`` perform ``enablement`` (binding its to_bind attributes freely)?"""
     if enablement.action.name != inst.action.name:
         return False
-    if set(inst.bindings) != set(enablement.action.attributes):
+    protocol = state.protocol
+    absent = {k for k, v in enablement.fixed.items() if v is ABSENT}
+    optional = absent | (set(enablement.to_bind) & protocol.optional)
+    attributes = set(enablement.action.attributes)
+    if not attributes - optional <= set(inst.bindings) <= attributes - absent:
         return False
-    if any(not json_equal(inst.bindings[k], v) for k, v in enablement.fixed.items()):
+    if any(
+        not json_equal(inst.bindings[k], v) for k, v in enablement.fixed.items() if k not in absent
+    ):
         return False
     if any(type(inst.bindings[k]) not in (str, int) for k in enablement.action.keys):
+        return False
+    if not all(
+        fits(protocol, a, inst.bindings[a])
+        for a in (*enablement.to_bind, *enablement.action.keys)
+        if a in inst.bindings
+    ):
         return False
     if enablement.new_keys:
         # Values for the new keys must really be fresh: used by no scope of the
@@ -132,16 +201,16 @@ def matches(state: SocialState, enablement: Enablement, inst: ActionInstance) ->
 # Generation ------------------------------------------------------------------------
 
 
-def _value(data: st.DataObject) -> Any:
-    return data.draw(st.sampled_from(VALUES))
-
-
-def _from_enablement(data: st.DataObject, enablement: Enablement) -> ActionInstance:
-    bindings = dict(enablement.fixed)
+def _from_enablement(
+    data: st.DataObject, enablement: Enablement, protocol: LangshawProtocol
+) -> ActionInstance:
+    bindings = {k: v for k, v in enablement.fixed.items() if v is not ABSENT}
     for key in enablement.new_keys:
         bindings[key] = data.draw(st.sampled_from(KEY_VALUES))
     for attr in enablement.to_bind:
-        bindings[attr] = _value(data)
+        if attr in protocol.optional and data.draw(st.integers(0, 2)) == 0:
+            continue  # left absent
+        bindings[attr] = data.draw(st.sampled_from(pool(protocol, attr)))
     return ActionInstance(enablement.action, bindings)
 
 
@@ -157,8 +226,8 @@ def _arbitrary(
         elif attr in protocol.actions:
             bindings[attr] = data.draw(st.sampled_from([True, True, 1]))
         else:
-            pool = [b[attr] for b in known if attr in b] + VALUES[:3]
-            bindings[attr] = data.draw(st.sampled_from(pool))
+            seen = [b[attr] for b in known if attr in b]
+            bindings[attr] = data.draw(st.sampled_from(seen + pool(protocol, attr)[:6]))
     mutation = data.draw(st.sampled_from(["none", "none", "none", "drop", "extra", "badkey"]))
     if mutation == "drop":
         bindings.pop(data.draw(st.sampled_from(list(bindings))))
@@ -185,7 +254,7 @@ def test_random_attempts_agree_with_the_oracle_and_the_enabled_set(
         role = data.draw(st.sampled_from(protocol.roles))
         enabled = state.enabled(role)
         if enabled and data.draw(st.booleans()):
-            inst = _from_enablement(data, data.draw(st.sampled_from(enabled)))
+            inst = _from_enablement(data, data.draw(st.sampled_from(enabled)), protocol)
         else:
             inst = _arbitrary(data, protocol, history)
         performer_roles = {role} if data.draw(st.integers(0, 4)) == 0 else {inst.action.actor}
@@ -194,11 +263,12 @@ def test_random_attempts_agree_with_the_oracle_and_the_enabled_set(
         assert (violation is None) == legal, (inst, violation, history)
         if inst.action.actor in performer_roles and "not_an_attribute" not in inst.bindings:
             in_enabled = any(matches(state, e, inst) for e in state.enabled(inst.action.actor))
-            if set(inst.bindings) == set(inst.action.attributes):
+            attributes = set(inst.action.attributes)
+            if attributes - protocol.optional <= set(inst.bindings) <= attributes:
                 assert in_enabled == (violation is None), (inst, violation, history)
         # Every enablement really is acceptable.
         for enablement in enabled:
-            candidate = _from_enablement(data, enablement)
+            candidate = _from_enablement(data, enablement, protocol)
             if matches(state, enablement, candidate):
                 assert state.check([candidate], {role}) is None, (enablement, history)
         if violation is None:
@@ -219,7 +289,10 @@ def test_apply_and_rollback_leave_identical_states(data: st.DataObject, name: st
         enabled = state.enabled(role)
         if not enabled:
             continue
-        batch = [_from_enablement(data, data.draw(st.sampled_from(enabled))) for _ in range(3)]
+        batch = [
+            _from_enablement(data, data.draw(st.sampled_from(enabled)), protocol)
+            for _ in range(3)
+        ]
         before = {
             r: {s: dict(sc.bindings) for s, sc in state.enactment(r).scopes.items()}  # type: ignore[union-attr]
             for r in state.roots()
@@ -244,7 +317,7 @@ def test_fingerprint_mode_decides_exactly_like_values_mode(data: st.DataObject, 
         role = data.draw(st.sampled_from(protocol.roles))
         enabled = values.enabled(role)
         if enabled and data.draw(st.booleans()):
-            inst = _from_enablement(data, data.draw(st.sampled_from(enabled)))
+            inst = _from_enablement(data, data.draw(st.sampled_from(enabled)), protocol)
         else:
             inst = _arbitrary(data, protocol, history)
         roles = {inst.action.actor}

@@ -40,6 +40,12 @@ async def test_invalid_calls_and_refusals_are_fed_back_and_recovered(model):
     errors = {r["content"] for r in tool_results(retry) if r.get("is_error")}
     assert any("there is no tool 'Accept' now" in e for e in errors)
     assert any("RFQ does not take price: it binds item, budget" in e for e in errors)
+    # A value of the wrong type is refused at bind, with where and why, and the
+    # model binds it again.
+    typed = model.requests[2]
+    [error] = [r["content"] for r in tool_results(typed) if r.get("is_error")]
+    assert "RFQ could not be bound: 'RFQ': budget: \"ten dollars\" is not of type" in error
+    assert "(schema: /type)" in error
     # Nothing of the invalid calls reached the SyncServer.
     assert [e.name for e in outcome.log][:1] == ["RFQ"]
     assert sum(e.name == "RFQ" for e in outcome.log) == 1
@@ -50,7 +56,7 @@ async def test_invalid_calls_and_refusals_are_fed_back_and_recovered(model):
     refused = [r for req in model.requests for r in tool_results(req) if r.get("is_error")]
     assert any("Reject was refused (nono)" in r["content"] for r in refused)
     assert not any(e.name == "Reject" for e in outcome.log)
-    assert [d.calls for d in outcome.report.decisions if d.kind == "llm"] == [2, 2, 1]
+    assert [d.calls for d in outcome.report.decisions if d.kind == "llm"] == [3, 2, 1]
 
 
 async def test_tool_calls_invalid_after_retries_stop_with_a_clear_error(model):
@@ -374,6 +380,13 @@ async def test_tool_schema_is_what_the_role_binds(model):
     schema = accept["input_schema"]
     assert schema["required"] == ["chosen", "price", "address"]
     assert set(schema["properties"]) == {"chosen", "price", "address"}
+    # The protocol's types reach the model; an untyped attribute takes any value.
+    assert schema["properties"]["price"]["type"] == "number"
+    assert schema["properties"]["address"]["type"] == "string"
+    assert "type" not in schema["properties"]["chosen"]
+    rfq = next(t for r in model.requests for t in r["tools"] if t["name"] == "RFQ")
+    assert rfq["input_schema"]["properties"]["budget"] == {
+        "type": "number", "description": "budget (attribute of RFQ)"}
     assert schema["additionalProperties"] is False
     assert "Accept one quote" in accept["description"]
     assert model.requests[0]["tool_choice"] == {"type": "any"}
