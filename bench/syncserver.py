@@ -257,7 +257,17 @@ def enabled_time(live: int) -> float:
 # 4. LocalExecutor -------------------------------------------------------------------
 
 
-async def local_cost(enactments: int) -> tuple[float, float]:
+def untyped(protocol: LangshawProtocol) -> LangshawProtocol:
+    """The same protocol with its type annotations taken out: what types cost."""
+    text = Path(protocol.source).read_text(encoding="utf-8")
+    text = re.sub(r"\?", "", text)
+    text = re.sub(r':\s*("[^"]*"|string|integer|number|boolean|object|array)(?=\s*[,)])', "", text)
+    return LangshawProtocol.parse(text, protocol.source + " (untyped)")
+
+
+async def local_cost(
+    enactments: int, protocol: LangshawProtocol | None = None
+) -> tuple[float, float]:
     """Seconds per finalized action through the LocalExecutor (memory store):
 
     * attempt: ``await adapter.attempt([instance])`` for a built instance, until it
@@ -268,7 +278,7 @@ async def local_cost(enactments: int) -> tuple[float, float]:
     from peach import LocalExecutor, PeachAdapter
     from syncserver import SyncServer
 
-    protocol = LangshawProtocol.load(PROTOCOL)
+    protocol = protocol or LangshawProtocol.load(PROTOCOL)
     results = []
     for mode in ("attempt", "step"):
         server = SyncServer.embedded(
@@ -383,14 +393,31 @@ async def main(quick: bool) -> None:
     print(f"   100 live enactments      {small * 1e6:7.2f} us")
     print(f"   {'10,000' if quick else '100,000'} live enactments  {large * 1e6:7.2f} us")
     print(f"   ratio                    {large / small:7.2f}x  (target <= 1.5)\n")
-    await local_cost(200)  # warm up
-    attempt, step = await local_cost(1000 if quick else 5000)
-    print("4. LocalExecutor, in process (memory store), per finalized action")
+    typed = LangshawProtocol.load(PROTOCOL)
+    plain = untyped(typed)
+    await local_cost(200, typed)  # warm up
+    await local_cost(200, plain)
+    runs = 1000 if quick else 5000
+    # Alternate, so that drift in the machine's speed hits both alike.
+    costs: dict[str, list[tuple[float, float]]] = {"typed": [], "untyped": []}
+    for _ in range(3):
+        costs["typed"].append(await local_cost(runs, typed))
+        costs["untyped"].append(await local_cost(runs, plain))
+    attempt, step = (min(c[i] for c in costs["typed"]) for i in (0, 1))
+    attempt0, step0 = (min(c[i] for c in costs["untyped"]) for i in (0, 1))
+    print("4. LocalExecutor, in process (memory store), per finalized action, SimpleUCP")
     print(
         f"   attempt -> finalized -> applied for both adapters  {attempt * 1e6:6.1f} us  "
-        "(target <= 50 us)"
+        f"(untyped: {attempt0 * 1e6:.1f} us; target <= 50 us)"
     )
-    print(f"   agent step: enabled() + bind() + the above         {step * 1e6:6.1f} us\n")
+    print(
+        f"   agent step: enabled() + bind() + the above         {step * 1e6:6.1f} us  "
+        f"(untyped: {step0 * 1e6:.1f} us)"
+    )
+    print(
+        f"   type checks: {(attempt - attempt0) * 1e6:+.1f} us per attempt, "
+        f"{(step - step0) * 1e6:+.1f} us per agent step (bind checks too)\n"
+    )
     print(f"5. server memory after {memory_actions:,} finalized actions")
     print(f"   JSON size of the actions  {size / 2**20:7.1f} MiB")
     print(

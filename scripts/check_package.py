@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = [p.stem for p in sorted((ROOT / "protocols").glob("*.lsh"))]
+SCHEMAS = sorted(p.name for p in (ROOT / "protocols").glob("*/*.json"))
 
 
 class Failed(Exception):
@@ -129,8 +130,12 @@ def check_layout(files: list[str]) -> None:
     lsh = [f for f in files if f.endswith(".lsh")]
     if len(lsh) != len(BUNDLED):
         raise Failed(f"the wheel holds {len(lsh)} protocol files, not {len(BUNDLED)}: {lsh}")
+    schemas = sorted(f.rsplit("/", 1)[-1] for f in files
+                     if f.startswith("strabo/protocols/") and f.endswith(".json"))
+    if schemas != SCHEMAS:
+        raise Failed(f"the wheel holds the schema files {schemas}, not {SCHEMAS}")
     print(f"  ok  top-level packages {[t for t in tops if '.' not in t]}; "
-          f"{len(lsh)} bundled protocols", flush=True)
+          f"{len(lsh)} bundled protocols, {len(schemas)} schema files", flush=True)
 
 
 def main() -> int:

@@ -31,6 +31,7 @@ from strabo.ucp.checkout import (
     checkout_of,
     shipping_steps,
     ucp_header_hook,
+    with_step,
 )
 
 log = logging.getLogger("strabo.ucp")
@@ -54,19 +55,20 @@ def business_proxy(executor: Executor, merchant_url: str, name: str = "business"
             return
         session = None
         try:
-            first, *more = shipping_steps(action["fulfillment_pref"])
+            first, *more = shipping_steps(action.get("fulfillment_pref"))
             session = checkout_of(await proxy.request(
-                "Create", {**action.bindings, "fulfillment_pref": first}), "Create")
+                "Create", with_step(action.bindings, first)), "Create")
             for step in more:
-                session = checkout_of(await proxy.request("Update", {
-                    **action.bindings, "id": session["id"], "line_items": cart(session),
-                    "fulfillment_pref": step}), "Update")
+                session = checkout_of(await proxy.request("Update", with_step({
+                    **action.bindings, "id": session["id"], "line_items": cart(session)},
+                    step)), "Update")
         except ProxyError as error:
             if session is not None:  # do not leave a half-made session open
                 await cancel_quietly(proxy, session["id"])
             await proxy.fail("Create", action, error)  # Failed(reason), see RETRY
             return
-        await proxy.attempt([proxy.build_action("Created", {**action.bindings, **session})])
+        # An answer that does not fit the protocol's types is a Failed too.
+        await proxy.reply("Create", action, {**action.bindings, **session})
 
     return proxy
 

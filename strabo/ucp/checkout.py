@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,15 @@ def shipping_steps(preference: Any) -> list[dict[str, Any] | None]:
     if groups:
         steps.append({"methods": [{**chosen, "groups": groups}]})
     return steps
+
+
+def with_step(bindings: Mapping[str, Any], step: dict[str, Any] | None) -> dict[str, Any]:
+    """The bindings of a request carrying one shipping step: no step, no
+    ``fulfillment_pref`` at all (absent, not null, on the wire)."""
+    request = {k: v for k, v in bindings.items() if k != "fulfillment_pref"}
+    if step is not None:
+        request["fulfillment_pref"] = step
+    return request
 
 
 def _expect(ok: bool, where: str, expected: str, value: Any) -> None:

@@ -20,9 +20,9 @@ import logging
 from typing import Any
 
 from langshaw import LangshawProtocol
-from peach import ActionInstance, Executor
+from peach import ActionInstance, BindError, Executor
 from strabo.bundled import path as bundled_protocol
-from strabo.proxy import ProxyError
+from strabo.proxy import ProxyAnswerError, ProxyError
 from strabo.ucp.checkout import (
     MAPPING,
     RETRY,
@@ -31,6 +31,7 @@ from strabo.ucp.checkout import (
     checkout_of,
     shipping_steps,
     ucp_header_hook,
+    with_step,
 )
 
 log = logging.getLogger("strabo.ucp")
@@ -91,15 +92,26 @@ def incremental_proxy(
             steps = shipping_steps(shipping) if action.name == "SetFulfillment" else [None]
             session = checkout_of(await proxy.request("Get", {"id": action["id"]}), "Get")
             for step in steps:
-                body = {"id": session["id"], "line_items": cart(session),
-                        "currency": session.get("currency"), "payment_pref": {}, **change}
-                session = checkout_of(
-                    await proxy.request("Put", {**body, "fulfillment_pref": step}), "Put")
+                body = {"id": session["id"], "line_items": cart(session), "payment_pref": {},
+                        **({"currency": session["currency"]} if "currency" in session else {}),
+                        **change}
+                session = checkout_of(await proxy.request("Put", with_step(body, step)), "Put")
             answer = {"messages": session.get("messages"), **extract(session)}
         except ProxyError as error:
             log.warning("%s: %s %s not applied, acknowledged with the error: %s",
                         proxy.name, action.name, action.keys, error)
             answer = {"messages": [ucp_message(error)], **extract(session)}
-        await proxy.attempt([proxy.build_action(ack, {**action.bindings, **answer})])
+        try:
+            instance = proxy.build_action(ack, {**action.bindings, **answer})
+        except BindError as exc:
+            if exc.path is None and not exc.missing:
+                raise
+            # The session does not fit the protocol's types: acknowledge with why.
+            misfit = ProxyAnswerError(f"{ack}: the merchant's session does not fit: {exc}",
+                                      attribute=exc.attribute, path=exc.path)
+            log.warning("%s: %s", proxy.name, misfit)
+            instance = proxy.build_action(
+                ack, {**action.bindings, "messages": [ucp_message(misfit)]})
+        await proxy.attempt([instance])
 
     return proxy
