@@ -31,10 +31,7 @@ PATH = "/mas/soak/protocols/SimpleUCP"
 CREATE = {
     "line_items": [{"item": {"id": "roses", "title": "Roses"}, "quantity": 1}],
     "currency": "USD",
-    "buyer": None,
     "payment_pref": {},
-    "discount_codes": None,
-    "fulfillment_pref": None,
 }
 
 

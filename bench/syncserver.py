@@ -75,7 +75,6 @@ def steps(cid: str) -> list[tuple[str, str, dict[str, Any]]]:
                     "handlers": [{"id": "mock_payment_handler", "name": "dev.ucp.mock_payment"}]
                 },
                 "discounts": {"codes": [], "applied": []},
-                "fulfillment": None,
             },
         ),
         (

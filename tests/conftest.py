@@ -13,19 +13,32 @@ PROTOCOLS = ROOT / "protocols"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-# Create bindings for SimpleUCP tests that only need some checkout to exist.
-SIMPLE_CREATE = dict(
-    line_items=[],
-    currency="USD",
-    buyer=None,
-    payment_pref={},
-    discount_codes=None,
-    fulfillment_pref=None,
-)
+# SimpleUCP bindings for tests that only need some checkout to exist: the
+# least that fits the UCP types (buyer, discount codes and shipping are left
+# absent; they are optional).
+LINE_ITEMS = [{"item": {"id": "roses", "title": "Roses"}, "quantity": 1}]
+SIMPLE_CREATE = dict(line_items=LINE_ITEMS, currency="USD", payment_pref={})
+SIMPLE_CREATED = dict(totals=[{"type": "total", "amount": 0}], payment={})
+PAYMENT_DATA = {
+    "id": "instr_1",
+    "handler_id": "mock_payment_handler",
+    "type": "card",
+    "credential": {"type": "token", "token": "success_token"},
+}
+SIMPLE_COMPLETE = dict(payment_data=PAYMENT_DATA, risk_signals={})
+ORDER = {"id": "o1", "permalink_url": "https://shop.example/orders/o1"}
+REASON = {"status": 400, "code": "invalid", "message": "no"}
 
 
 def load(name: str) -> LangshawProtocol:
     return LangshawProtocol.load(PROTOCOLS / name)
+
+
+def paper(name: str) -> LangshawProtocol:
+    """A UCP protocol as the Strabo paper prints it: untyped, with SimpleUCP's
+    convention of null for what is not given. For tests of mechanics that types
+    do not change (route mapping, retry policy); the shipped files are typed."""
+    return LangshawProtocol.load(FIXTURES / "lsh" / "paper" / name)
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ def failed(action: ActionInstance) -> bool:
     did not go through (an error in UCP's ``messages``)."""
     if action.name == "StatusChange":
         return bool(action["status"] == "requires_escalation")
-    messages: Any = action["messages"]
+    messages: Any = action.get("messages")  # absent when the merchant said nothing
     return isinstance(messages, list) and any(
         isinstance(m, dict) and m.get("type") == "error" for m in messages)
 

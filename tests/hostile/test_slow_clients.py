@@ -134,7 +134,7 @@ class Watched(set):
 
 def big_create(cid: str, size: int = 40_000) -> ActionInstance:
     bindings = create(cid)["bindings"]
-    bindings["line_items"] = [{"id": "x" * size}]
+    bindings["line_items"] = [{"item": {"id": "x" * size, "title": "big"}, "quantity": 1}]
     return ActionInstance(SIMPLE.action("Create"), bindings)
 
 

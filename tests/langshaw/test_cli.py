@@ -22,9 +22,11 @@ def test_check_valid_files_prints_summaries_and_exits_0() -> None:
     assert "SimpleUCP (" in result.stdout
     assert "  roles: Platform, Business" in result.stdout
     assert "  keys: eid, v (root: eid)" in result.stdout
-    assert "    Business : Created(cid, Create, id, totals, payment, discounts, fulfillment)" in (
-        result.stdout
-    )
+    assert (
+        '    Business : Created(cid: string, Create, id: "ucp/checkout_id.json", totals: '
+        '"ucp/totals.json", payment: "ucp/payment.json", discounts?: "ucp/discounts.json", '
+        'fulfillment?: "ucp/fulfillment.json")'
+    ) in result.stdout
     assert "  complete when: Completed or Failed" in result.stdout
     assert result.stdout.rstrip().endswith(f"{len(files)} file(s) valid")
 

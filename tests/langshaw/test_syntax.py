@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from langshaw import LangshawProtocol, LangshawSyntaxError
-from tests.conftest import PROTOCOLS
+from tests.conftest import FIXTURES, PROTOCOLS
 
 MINIMAL = """\
 Tiny
@@ -165,11 +165,22 @@ def test_unknown_action_lookup_names_the_known_ones() -> None:
 
 @pytest.mark.parametrize("name", ["atomic-ucp.lsh", "incremental-ucp.lsh"])
 def test_paper_listings_parse_as_printed(name: str) -> None:
-    """Listings 3 and 9 of the Strabo paper, spaces around commas and colons included."""
-    text = (PROTOCOLS / name).read_text()
+    """Listings 3 and 9 of the Strabo paper, spaces around commas and colons
+    included; the shipped files are the same protocols with UCP types, and mean
+    the same but for them."""
+    text = (FIXTURES / "lsh" / "paper" / name).read_text()
     assert " , " in text and " : " in text
-    protocol = LangshawProtocol.parse(text, source=name)
-    assert protocol.warnings == ()
+    printed = LangshawProtocol.parse(text, source=name)
+    assert printed.warnings == () and printed.types == {}
+    typed = LangshawProtocol.load(PROTOCOLS / name)
+    assert typed.warnings == () and typed.types
+    assert typed.name == printed.name and typed.roles == printed.roles
+    assert typed.keys == printed.keys and typed.completion == printed.completion
+    assert typed.sayso == printed.sayso and typed.nono == printed.nono
+    assert typed.nogo == printed.nogo
+    assert [(a.name, a.actor, a.attributes) for a in typed.actions.values()] == [
+        (a.name, a.actor, a.attributes) for a in printed.actions.values()
+    ]
 
 
 def test_simple_ucp_model(simple_ucp: LangshawProtocol) -> None:

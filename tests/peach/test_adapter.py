@@ -10,7 +10,7 @@ import pytest
 
 from langshaw import ActionInstance
 from peach import ActionRejected, BindError, ExecutorError, FeasibleAction, PeachAdapter
-from tests.conftest import load
+from tests.conftest import LINE_ITEMS, ORDER, PAYMENT_DATA, load
 from tests.harness import Harness, until
 
 SIMPLE = load("atomic-ucp.lsh")
@@ -20,12 +20,9 @@ AGENTS = {"platform": ["Platform"], "business": ["Business"]}
 CREATE = dict(
     line_items=[{"item": {"id": "roses", "title": "Roses"}, "quantity": 1}],
     currency="USD",
-    buyer=None,
     payment_pref={},
-    discount_codes=None,
-    fulfillment_pref=None,
 )
-CREATED = dict(id="chk_1", totals=[], payment={}, discounts=None, fulfillment=None)
+CREATED = dict(id="chk_1", totals=[], payment={})
 
 
 @pytest.fixture(params=["local", "http"])
@@ -111,7 +108,7 @@ async def test_rejections_carry_the_rule(kind: str) -> None:
                                 **keys,
                                 "Created": True,
                                 "id": "x",
-                                "payment_data": {},
+                                "payment_data": PAYMENT_DATA,
                                 "risk_signals": {},
                             },
                         )
@@ -180,7 +177,7 @@ async def test_handlers_observation_on_enabled_completion(kind: str) -> None:
         @business.observation("Complete")
         async def complete(action: ActionInstance, performer: str) -> None:
             await business.attempt(
-                [business.build_action("Completed", {**action.bindings, "order": {"id": "o"}})]
+                [business.build_action("Completed", {**action.bindings, "order": ORDER})]
             )
 
         async with business, platform:
@@ -189,7 +186,7 @@ async def test_handlers_observation_on_enabled_completion(kind: str) -> None:
             keys = create.keys
             await until(lambda: ("Complete", keys) in enabled, changed)
             await platform.attempt(
-                [find(platform, "Complete", keys).bind(payment_data={}, risk_signals={})]
+                [find(platform, "Complete", keys).bind(payment_data=PAYMENT_DATA, risk_signals={})]
             )
             await until(lambda: completed != [], changed)
             await platform.drain()
@@ -284,12 +281,15 @@ async def test_build_action_from_a_dict(kind: str) -> None:
             [create] = await platform.attempt([create])
             await business.sync()
             response = {"id": "chk_9", "totals": [], "payment": {}, "currency": "USD"}
-            with pytest.raises(BindError, match="Created needs 'discounts', 'fulfillment' bound"):
-                business.build_action("Created", {**create.bindings, **response})
+            with pytest.raises(BindError, match="Created needs 'payment' bound") as missing:
+                business.build_action("Created", {**create.bindings, "id": "chk_9", "totals": []})
+            assert missing.value.missing and missing.value.attribute == "payment"
+            # discounts and fulfillment are optional: left out, they stay absent, even
+            # with a default for what is missing.
             created = business.build_action(
                 "Created", {**create.bindings, **response}, default=None
             )
-            assert created.bindings["discounts"] is None and created.bindings["id"] == "chk_9"
+            assert "discounts" not in created and created.bindings["id"] == "chk_9"
             await business.attempt([created])
             await platform.sync()
             with pytest.raises(
@@ -297,7 +297,7 @@ async def test_build_action_from_a_dict(kind: str) -> None:
             ):
                 platform.build_action("Cancel", {**create.keys, "id": "x"})
             with pytest.raises(BindError, match=r"Failed is not enabled for Business in .*nono"):
-                business.build_action("Failed", {**create.keys, "reason": "late"})
+                business.build_action("Failed", {**create.keys, "reason": {"message": "late"}})
             with pytest.raises(BindError, match="Completed is performed by Business, not Platform"):
                 platform.build_action("Completed", create.keys)
 
@@ -310,7 +310,7 @@ async def test_new_keys_for_sub_scopes(kind: str) -> None:
                 [
                     platform.build_action(
                         "Create",
-                        {"line_items": [], "currency": "USD", "buyer": None, "payment": {}},
+                        {"line_items": LINE_ITEMS, "currency": "USD", "payment": {}},
                     )
                 ]
             )
@@ -327,14 +327,15 @@ async def test_new_keys_for_sub_scopes(kind: str) -> None:
             first = await platform.attempt(
                 [
                     platform.build_action(
-                        "Update", {**create.keys, "line_items": [1], "currency": "USD"}
+                        "Update", {**create.keys, "line_items": LINE_ITEMS, "currency": "USD"}
                     )
                 ]
             )
             second = await platform.attempt(
                 [
                     platform.build_action(
-                        "Update", {**create.keys, "line_items": [2], "currency": "USD"}
+                        "Update",
+                        {**create.keys, "line_items": LINE_ITEMS * 2, "currency": "USD"},
                     )
                 ]
             )

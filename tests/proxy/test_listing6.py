@@ -9,11 +9,11 @@ import logging
 import pytest
 from pytest_httpx import HTTPXMock
 
-from langshaw import ActionInstance, LangshawProtocol
+from langshaw import ActionInstance
 from peach import LocalExecutor, PeachAdapter
 from strabo.proxy import ProxyAdapter, ProxyRequest
 from syncserver import SyncServer
-from tests.conftest import PROTOCOLS
+from tests.conftest import paper
 from tests.harness import until
 
 merchant_url = "http://merchant.test"
@@ -31,7 +31,7 @@ def ucp_header_hook(request: ProxyRequest) -> dict[str, str]:
 async def test_listing_6_as_printed(
     httpx_mock: HTTPXMock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    protocol = LangshawProtocol.load(PROTOCOLS / "atomic-ucp.lsh")
+    protocol = paper("atomic-ucp.lsh")  # Listing 6 runs on Listing 3 as printed
     server = SyncServer.embedded(
         [protocol], {"platform": ["Platform"], "atomic_proxy": ["Business"]}
     )

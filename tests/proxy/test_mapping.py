@@ -17,10 +17,10 @@ from langshaw import ActionInstance
 from peach import LocalExecutor, PeachAdapter
 from strabo.proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
 from syncserver import SyncServer
-from tests.conftest import load
+from tests.conftest import paper
 from tests.harness import until
 
-SIMPLE = load("atomic-ucp.lsh")
+SIMPLE = paper("atomic-ucp.lsh")  # untyped: the null conventions are tested here
 MERCHANT = "http://merchant.test"
 CREATE = dict(
     line_items=[{"item": {"id": "roses", "title": "Roses"}, "quantity": 1}],

@@ -29,11 +29,15 @@ from strabo.proxy import (
     RouteError,
 )
 from syncserver import SyncServer
-from tests.conftest import SIMPLE_CREATE, load
+from tests.conftest import paper
 from tests.harness import until
 
-SIMPLE = load("atomic-ucp.lsh")
-INCREMENTAL = load("incremental-ucp.lsh")
+SIMPLE = paper("atomic-ucp.lsh")  # untyped: types are tests/proxy/test_types.py's
+INCREMENTAL = paper("incremental-ucp.lsh")
+PAPER_CREATE = dict(
+    line_items=[], currency="USD", buyer=None, payment_pref={}, discount_codes=None,
+    fulfillment_pref=None,
+)
 Answer = tuple[int, dict[str, str], bytes]
 
 
@@ -118,7 +122,7 @@ async def service() -> AsyncIterator[tuple[Scripted, str]]:
 
 
 async def create(mas: MAS) -> ActionInstance:
-    [done] = await mas.platform.attempt([mas.platform.initiating()[0].bind(**SIMPLE_CREATE)])
+    [done] = await mas.platform.attempt([mas.platform.initiating()[0].bind(**PAPER_CREATE)])
     return done
 
 

@@ -101,8 +101,6 @@ async def test_kill_9_loses_no_acknowledged_action_and_agents_resume(tmp_path) -
                             id=f"chk-{fa.keys['cid']}",
                             totals=[],
                             payment={},
-                            discounts=None,
-                            fulfillment=None,
                         )
                     ]
                 )

@@ -11,13 +11,13 @@ from langshaw import ActionInstance
 from peach import ActionRejected, ExecutorError, FeasibleAction, PeachAdapter
 from strabo.core.store import MemoryStore
 from syncserver import SQLiteStore, SyncServer
-from tests.conftest import SIMPLE_CREATE, load
+from tests.conftest import ORDER, PAYMENT_DATA, SIMPLE_CREATE, SIMPLE_CREATED, load
 from tests.harness import Harness, until
 
 SIMPLE = load("atomic-ucp.lsh")
 PURCHASE = load("purchase.lsh")
 CREATE = SIMPLE_CREATE
-CREATED = dict(totals=[], payment={}, discounts=None, fulfillment=None)
+CREATED = SIMPLE_CREATED
 
 
 def coded_business(business: PeachAdapter) -> None:
@@ -30,7 +30,8 @@ def coded_business(business: PeachAdapter) -> None:
         await business.attempt(
             [
                 business.build_action(
-                    "Completed", {**action.bindings, "order": {"id": f"order-{action['cid']}"}}
+                    "Completed",
+                    {**action.bindings, "order": {**ORDER, "id": f"order-{action['cid']}"}},
                 )
             ]
         )
@@ -57,7 +58,7 @@ async def test_many_concurrent_checkouts_complete(policy: str, tmp_path) -> None
             @platform.on_enabled("Complete")
             async def complete(fa: FeasibleAction) -> None:
                 if mine(fa.keys):
-                    await platform.attempt([fa.bind(payment_data={"token": "ok"}, risk_signals={})])
+                    await platform.attempt([fa.bind(payment_data=PAYMENT_DATA, risk_signals={})])
 
             @platform.on_completion
             async def done(keys: dict[str, Any], mas: str) -> None:
@@ -157,7 +158,7 @@ async def complete_and_cancel(policy: str) -> list[list[str]]:
                 platform.enabled(create.keys), key=lambda f: f.name != "Complete"
             )
             results = await asyncio.gather(
-                platform.attempt([complete.bind(payment_data={}, risk_signals={})]),
+                platform.attempt([complete.bind(payment_data=PAYMENT_DATA, risk_signals={})]),
                 platform.attempt([cancel.bind()]),
             )
             assert [r[0].name for r in results] == ["Complete", "Cancel"]  # both accepted

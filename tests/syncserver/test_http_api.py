@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import load
+from tests.conftest import PAYMENT_DATA, REASON, load
 from tests.harness import Harness
 
 SIMPLE = load("atomic-ucp.lsh")
@@ -22,10 +22,7 @@ BASE = "/mas/default/protocols/SimpleUCP"
 CREATE = {
     "line_items": [],
     "currency": "USD",
-    "buyer": None,
     "payment_pref": {},
-    "discount_codes": None,
-    "fulfillment_pref": None,
 }
 
 
@@ -91,8 +88,6 @@ async def test_attempt_returns_the_finalized_batch(api) -> None:
                     "id": "x",
                     "totals": [],
                     "payment": {},
-                    "discounts": None,
-                    "fulfillment": None,
                 },
             ),
             403,
@@ -102,7 +97,10 @@ async def test_attempt_returns_the_finalized_batch(api) -> None:
         (
             (
                 "Complete",
-                {"cid": "c9", "Created": True, "id": "x", "payment_data": {}, "risk_signals": {}},
+                {
+                    "cid": "c9", "Created": True, "id": "x", "payment_data": PAYMENT_DATA,
+                    "risk_signals": {},
+                },
             ),
             409,
             "dependency",
@@ -127,14 +125,12 @@ async def test_state_rejections_nono_sayso_bound(api) -> None:
         "id": "chk",
         "totals": [],
         "payment": {},
-        "discounts": None,
-        "fulfillment": None,
     }
     assert (
         await business.post(f"{BASE}/attempts", json=body(("Created", created)))
     ).status_code == 200
     failed = await business.post(
-        f"{BASE}/attempts", json=body(("Failed", {"cid": "c1", "Create": True, "reason": "x"}))
+        f"{BASE}/attempts", json=body(("Failed", {"cid": "c1", "Create": True, "reason": REASON}))
     )
     assert failed.status_code == 409 and error(failed)["rule"] == "nono"
     assert (
@@ -162,7 +158,7 @@ async def test_state_rejections_nono_sayso_bound(api) -> None:
             json=body(
                 (
                     "Create",
-                    {"eid": "e", "line_items": [], "currency": "USD", "buyer": None, "payment": {}},
+                    {"eid": "e", "line_items": [], "currency": "USD", "payment": {}},
                 )
             ),
         )
@@ -176,7 +172,7 @@ async def test_state_rejections_nono_sayso_bound(api) -> None:
                     "v": v,
                     "Create": True,
                     "id": "chk",
-                    "payment_data": {},
+                    "payment_data": PAYMENT_DATA,
                     "risk_signals": {},
                 },
             )
@@ -279,8 +275,7 @@ async def test_attempt_id_makes_retries_safe(api) -> None:
     # Attempt ids are each agent's own: the same id from another agent is another
     # attempt, and its retry answers with that agent's batch.
     created = body(
-        ("Created", {"cid": "c1", "Create": True, "id": "x", "totals": [], "payment": {},
-                     "discounts": None, "fulfillment": None}),
+        ("Created", {"cid": "c1", "Create": True, "id": "x", "totals": [], "payment": {}}),
         attempt_id="a-1",
     )
     theirs = await business.post(f"{BASE}/attempts", json=created)
