@@ -19,6 +19,7 @@ absent optional attribute means are the oracle's own.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -51,6 +52,7 @@ FITTING: dict[str, list[Any]] = {
 }
 
 
+@cache
 def pool(protocol: LangshawProtocol, attr: str) -> list[Any]:
     """Values to try for ``attr``: for a typed attribute mostly values that fit
     (a simple type's, or its schema's ``examples``), and the untyped pool too, so
@@ -62,6 +64,7 @@ def pool(protocol: LangshawProtocol, attr: str) -> list[Any]:
     return good * 4 + VALUES if good else VALUES
 
 
+@cache
 def good(protocol: LangshawProtocol, attr: str) -> list[Any]:
     """Values that fit ``attr``'s type (every value of the pool if it has none)."""
     fitting = [v for v in pool(protocol, attr) if fits(protocol, attr, v)]
