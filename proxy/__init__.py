@@ -7,7 +7,8 @@ request, with identity or JSONPath field mapping, and gives it a failure policy
 :meth:`ProxyAdapter.request` sends one for custom orchestration.
 """
 
-from strabo.proxy.adapter import HTTPEvent, ProxyAdapter, ProxyRequest
+from strabo.proxy._exchange import HTTPEvent, ProxyRequest
+from strabo.proxy.adapter import ProxyAdapter
 from strabo.proxy.errors import (
     ProxyAnswerError,
     ProxyError,

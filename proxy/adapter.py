@@ -22,19 +22,28 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from langshaw import ActionInstance, LangshawProtocol
 from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
+from strabo.proxy._exchange import (
+    ErrorHandler,
+    HeaderHook,
+    HTTPEvent,
+    Orchestration,
+    ProxyRequest,
+    current,
+    digest_key,
+    read_json,
+    settled,
+    where,
+)
 from strabo.proxy.errors import (
     ProxyAnswerError,
     ProxyError,
@@ -53,58 +62,6 @@ from strabo.proxy.policy import (
 from strabo.proxy.routes import Route, failure_data, parse_route
 
 log = logging.getLogger("strabo.proxy")
-
-
-@dataclass(frozen=True)
-class ProxyRequest:
-    """A request about to be sent: what ``header_hook`` gets to build headers from."""
-
-    route: str
-    method: str
-    url: str
-    body: Any
-    idempotency_key: str
-    attempt: int  # 1 for the first try
-
-
-@dataclass(frozen=True)
-class HTTPEvent:
-    """One HTTP exchange, for listeners (never the headers)."""
-
-    route: str
-    method: str
-    path: str
-    status: int | None
-    seconds: float
-    attempt: int
-    error: str | None = None
-
-
-HeaderHook = Callable[[ProxyRequest], Mapping[str, str]]
-ErrorHandler = Callable[[ProxyError, Route, ActionInstance | None], Awaitable[Any]]
-
-
-class _Orchestration:
-    """The handling of one trigger: the requests it makes are numbered per route."""
-
-    def __init__(self, seed: str) -> None:
-        self.seed = seed
-        self.counts: dict[str, int] = {}
-
-    def key(self, route: str) -> str:
-        rank = self.counts.get(route, 0)
-        self.counts[route] = rank + 1
-        return _key(f"{self.seed}|{route}|{rank}")
-
-
-_current: contextvars.ContextVar[_Orchestration | None] = contextvars.ContextVar(
-    "strabo_proxy_orchestration", default=None
-)
-
-
-def _key(text: str) -> str:
-    """An idempotency key from a description: a UUID-shaped digest."""
-    return str(uuid.UUID(bytes=hashlib.sha256(text.encode()).digest()[:16]))
 
 
 class ProxyAdapter(PeachAdapter):
@@ -293,7 +250,7 @@ class ProxyAdapter(PeachAdapter):
         return await self._send(route, path, body, idempotency_key)
 
     def _idempotency_key(self, route: Route, bindings: Mapping[str, Any]) -> str:
-        orchestration = _current.get()
+        orchestration = current.get()
         if orchestration is not None:
             return orchestration.key(route.name)
         scope = {k: bindings[k] for k in self.protocol.keys if k in bindings}
@@ -302,7 +259,7 @@ class ProxyAdapter(PeachAdapter):
                 f"request({route.name!r}) outside a handler needs the enactment's keys in its "
                 "bindings, or an explicit idempotency_key, to derive a stable idempotency key"
             )
-        return _key(f"{self._seed(route.name, scope)}|{route.name}|direct")
+        return digest_key(f"{self._seed(route.name, scope)}|{route.name}|direct")
 
     def _seed(self, trigger: str, scope: Mapping[str, Any]) -> str:
         keys = json.dumps(scope, sort_keys=True, separators=(",", ":"))
@@ -337,14 +294,14 @@ class ProxyAdapter(PeachAdapter):
             else:
                 self._notify(route, path, response.status_code, started, attempt)
                 if response.status_code < 400:
-                    return _json(response)
+                    return read_json(response)
                 error = http_error(response, route=route.name)
                 if response.status_code not in RETRY_STATUS:
-                    raise _settled(error, attempt, first, None)
+                    raise settled(error, attempt, first, None)
                 wait = retry_after(response)
             delay, stop = policy.next_delay(attempt, time.monotonic() - first, wait)
             if stop is not None:
-                raise _settled(error, attempt, first, stop)
+                raise settled(error, attempt, first, stop)
             log.info(
                 "%s: retrying %s %s in %.2fs (%s)", self.name, route.method, path, delay, error
             )
@@ -465,7 +422,7 @@ class ProxyAdapter(PeachAdapter):
                     route,
                     error,
                     route.failure,
-                    _where(trigger),
+                    where(trigger),
                 )
                 return instance
             why = f"its failure action {route.failure} {problem}"
@@ -489,7 +446,7 @@ class ProxyAdapter(PeachAdapter):
             route,
             why or f"{self.protocol.name} has no action to say so",
             error,
-            _where(trigger),
+            where(trigger),
         )
         for handler in self._error_handlers:
             try:
@@ -540,7 +497,7 @@ class ProxyAdapter(PeachAdapter):
         else:
             return None
         context = contextvars.copy_context()
-        context.run(_current.set, _Orchestration(seed))
+        context.run(current.set, Orchestration(seed))
         return context
 
     async def start(self) -> None:
@@ -599,26 +556,3 @@ class ProxyAdapter(PeachAdapter):
             ):
                 return instance, performer
         return None
-
-
-def _json(response: httpx.Response) -> Any:
-    if not response.content:
-        return {}
-    try:
-        return response.json()
-    except ValueError:
-        return {"text": response.text}
-
-
-def _settled(error: ProxyError, attempts: int, first: float, gave_up: str | None) -> ProxyError:
-    """``error`` with the story of its tries, for handlers and the log line."""
-    error.attempts = attempts
-    error.elapsed = time.monotonic() - first
-    error.gave_up = gave_up
-    return error
-
-
-def _where(trigger: ActionInstance | None) -> str:
-    if trigger is None or not trigger.keys:
-        return ""
-    return " [" + ", ".join(f"{k}={v!r}" for k, v in trigger.keys.items()) + "]"

@@ -1,0 +1,94 @@
+"""What one HTTP exchange of a proxy is made of: the request a header hook sees,
+the event listeners hear, the idempotency keys of an orchestration, and the
+small helpers that read an answer and tell a failure's story."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from langshaw import ActionInstance
+from strabo.proxy.errors import ProxyError
+from strabo.proxy.routes import Route
+
+
+@dataclass(frozen=True)
+class ProxyRequest:
+    """A request about to be sent: what ``header_hook`` gets to build headers from."""
+
+    route: str
+    method: str
+    url: str
+    body: Any
+    idempotency_key: str
+    attempt: int  # 1 for the first try
+
+
+@dataclass(frozen=True)
+class HTTPEvent:
+    """One HTTP exchange, for listeners (never the headers)."""
+
+    route: str
+    method: str
+    path: str
+    status: int | None
+    seconds: float
+    attempt: int
+    error: str | None = None
+
+
+HeaderHook = Callable[[ProxyRequest], Mapping[str, str]]
+ErrorHandler = Callable[[ProxyError, Route, ActionInstance | None], Awaitable[Any]]
+
+
+class Orchestration:
+    """The handling of one trigger: the requests it makes are numbered per route."""
+
+    def __init__(self, seed: str) -> None:
+        self.seed = seed
+        self.counts: dict[str, int] = {}
+
+    def key(self, route: str) -> str:
+        rank = self.counts.get(route, 0)
+        self.counts[route] = rank + 1
+        return digest_key(f"{self.seed}|{route}|{rank}")
+
+
+current: contextvars.ContextVar[Orchestration | None] = contextvars.ContextVar(
+    "strabo_proxy_orchestration", default=None
+)
+
+
+def digest_key(text: str) -> str:
+    """An idempotency key from a description: a UUID-shaped digest."""
+    return str(uuid.UUID(bytes=hashlib.sha256(text.encode()).digest()[:16]))
+
+
+def read_json(response: httpx.Response) -> Any:
+    if not response.content:
+        return {}
+    try:
+        return response.json()
+    except ValueError:
+        return {"text": response.text}
+
+
+def settled(error: ProxyError, attempts: int, first: float, gave_up: str | None) -> ProxyError:
+    """``error`` with the story of its tries, for handlers and the log line."""
+    error.attempts = attempts
+    error.elapsed = time.monotonic() - first
+    error.gave_up = gave_up
+    return error
+
+
+def where(trigger: ActionInstance | None) -> str:
+    if trigger is None or not trigger.keys:
+        return ""
+    return " [" + ", ".join(f"{k}={v!r}" for k, v in trigger.keys.items()) + "]"
