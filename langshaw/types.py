@@ -31,6 +31,10 @@ SIMPLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
 """The type names a protocol may write inline; each is the JSON Schema ``type``."""
 
 _MAX_FILES = 64  # schema files one protocol may pull in, through $ref included
+# How deep a value may nest where a schema refers to itself: the validator
+# follows such a value level by level on the machine stack. (Over HTTP the JSON
+# parser already refuses deeper bodies; this guards values built in process.)
+MAX_DEPTH = 256
 
 
 class SchemaFileError(ValueError):
@@ -70,6 +74,7 @@ class AttributeType:
     schema: Mapping[str, Any] = field(default_factory=dict)
     _validator: Any = field(default=None, repr=False)
     _registry: Any = field(default=None, repr=False)
+    _recursive: bool = field(default=False, repr=False)
 
     @property
     def spelled(self) -> str:
@@ -80,11 +85,31 @@ class AttributeType:
         shown = self.type if self.type in SIMPLE_TYPES else json.dumps(self.type)
         return f"{self.attribute}{mark}: {shown}"
 
+    def fits(self, value: Any) -> bool:
+        """Whether ``value`` fits: the fast question, asked on every attempt."""
+        validator = self._validator
+        if validator is None:
+            return True
+        if self._recursive and _deeper_than(value, MAX_DEPTH):
+            return False
+        try:
+            return bool(validator.is_valid(value))
+        except (ValueError, TypeError, OverflowError):  # not JSON at all
+            return False
+
     def problem(self, value: Any) -> TypeProblem | None:
         """None if ``value`` fits, else where and why it does not."""
         validator = self._validator
         if validator is None:
             return None
+        if self._recursive and _deeper_than(value, MAX_DEPTH):
+            return TypeProblem(
+                self.attribute,
+                self.attribute,
+                "",
+                f"the value nests deeper than {MAX_DEPTH} levels, which a recursive schema "
+                "does not follow",
+            )
         try:
             if validator.is_valid(value):
                 return None
@@ -159,7 +184,8 @@ def from_file(attribute: str, reference: str, optional: bool, base: Path) -> Att
         validator = jsonschema_rs.validator_for(schema, registry=registry)
     except (jsonschema_rs.ReferencingError, ValueError) as exc:
         raise SchemaFileError(f"{json.dumps(reference)}: {exc}", "schema-ref") from None
-    return AttributeType(attribute, reference, optional, schema, validator, registry)
+    recursive = bool(_refs(jsonschema_rs.dereference(dict(schema), registry=registry)))
+    return AttributeType(attribute, reference, optional, schema, validator, registry, recursive)
 
 
 def _load(path: Path, documents: dict[str, Any], reference: str) -> None:
@@ -214,6 +240,23 @@ def _load(path: Path, documents: dict[str, Any], reference: str) -> None:
             _load(Path(unquote(urlsplit(target).path)), documents, reference)
         else:
             _load((path.parent / unquote(target)).resolve(), documents, reference)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` containers deep (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _refs(node: Any) -> list[str]:

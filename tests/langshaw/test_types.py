@@ -256,3 +256,24 @@ def test_type_violation_is_what_bind_asks() -> None:
     violation = state.type_violation("Accept", "price", "3")
     assert violation is not None and violation.rule == "type" and violation.path == "price"
     assert violation.message == "'Accept': price: \"3\" is not of type \"number\" (schema: /type)"
+
+
+def test_a_recursive_schema_refuses_values_too_deep_to_follow(tmp_path: Path) -> None:
+    """A schema that refers to itself is followed level by level on the machine
+    stack: a value built in process, nested without end, is refused, not a crash."""
+    (tmp_path / "tree.json").write_text('{"type": "array", "items": {"$ref": "#"}}')
+    protocol = LangshawProtocol.parse(
+        'P\nwho A\nwhat id key, Go\ndo\n  A : Go(id, t: "tree.json")\nsayso\n  A : t\n',
+        base=tmp_path,
+    )
+    deep: list[object] = []
+    for _ in range(200_000):
+        deep = [deep]
+    state = SocialState(protocol)
+    violation = state.attempt([ActionInstance(protocol.action("Go"), {"id": 1, "t": deep})])
+    assert violation is not None and violation.rule == "type"
+    assert "nests deeper than 256 levels" in violation.message
+    shallow: list[object] = []
+    for _ in range(100):
+        shallow = [shallow]
+    assert state.attempt([ActionInstance(protocol.action("Go"), {"id": 2, "t": shallow})]) is None
