@@ -54,7 +54,7 @@ from langshaw.instances import (
     ScopeKey,
     Violation,
 )
-from langshaw.model import Action, LangshawProtocol
+from langshaw.model import Action, AttributeType, LangshawProtocol
 from langshaw.values import JSON, json_equal, valid_key_value
 
 __all__ = [
@@ -211,18 +211,9 @@ class SocialState:
         """Would ``value`` fit ``attribute`` where ``action`` binds it? The check an
         attempt makes, for an agent to make before it attempts (``bind()``)."""
         kind = self.protocol.types.get(attribute)
-        if kind is None:
+        if kind is None or kind.fits(value):
             return None
-        problem = kind.problem(value)
-        if problem is None:
-            return None
-        return Violation(
-            "type",
-            f"'{action}': {problem}",
-            action=action,
-            attribute=attribute,
-            path=problem.path,
-        )
+        return _type_violation(action, kind, value)
 
     def claims(self, instance: ActionInstance) -> list[tuple[ScopeKey, str, int]]:
         """The attributes this instance binds fresh where a sayso chain sets priorities.
@@ -349,14 +340,7 @@ class SocialState:
             given = bindings.get(attribute, ABSENT)
             if given is ABSENT or kind.fits(given):
                 continue
-            problem = kind.problem(given)
-            return Violation(
-                "type",
-                f"'{name}': {problem}",
-                action=name,
-                attribute=attribute,
-                path=problem.path if problem else attribute,
-            )
+            return _type_violation(name, kind, given)
         return root, scope
 
     def _absence(self, name: str, attribute: str, given: JSON, expected: JSON) -> Violation:
@@ -480,3 +464,15 @@ class SocialState:
             elif kind == "enactment":
                 del self._enactments[entry[1]]
         undo.clear()
+
+
+def _type_violation(action: str, kind: AttributeType, value: JSON) -> Violation:
+    """Rule ``type`` for a value that does not fit, saying where inside it."""
+    problem = kind.problem(value)
+    return Violation(
+        "type",
+        f"'{action}': {problem}",
+        action=action,
+        attribute=kind.attribute,
+        path=problem.path if problem is not None else kind.attribute,
+    )

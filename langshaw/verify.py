@@ -212,7 +212,7 @@ class _Explorer:
             if key in root:
                 fixed[key] = root[key]
                 continue
-            enactment = social.enactment(tuple(root.values())) if social.roots() else None
+            enactment = social.enactment(tuple(root.values()))
             used = set(enactment.values_of(key)) if enactment is not None else set()
             fresh = [f"{key}{i}" for i in range(1, self.sub_keys + 1) if f"{key}{i}" not in used]
             if not fresh:

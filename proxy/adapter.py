@@ -482,7 +482,7 @@ class ProxyAdapter(PeachAdapter):
                 v is None
                 and k in types
                 and types[k].optional
-                and types[k].problem(None) is not None
+                and not types[k].fits(None)
             )
         }
         return super().build_action(name, cleaned, default=default)
