@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 DESCRIPTION = """\
 Parse and validate Langshaw protocol files.
@@ -17,7 +19,23 @@ valid JSON Schema, an attribute typed differently in two actions). Warnings
 (actions that can never be enabled, for instance) are printed too but do not
 fail the check.
 
-Exit status: 0 when every file is valid, 1 otherwise.
+With --verify, also explore every enactment of each valid protocol (one root
+enactment; keys other than the root take at most --sub-keys values) and report,
+each at its place in the file and with a shortest trace that reaches it:
+
+  not live       a state from which the enactment can never complete
+  unsafe         decentralized only: agents acting on what they have received
+                 do what a shared state would refuse (both actions of a nono
+                 group, an action after its nogo, one attribute bound twice)
+  dead action    an action that no reachable state enables (warning)
+  never holds    a completion clause that holds in no reachable state (warning)
+
+--semantics chooses the model: 'shared' (a SyncServer, instant or batched
+policy), 'decentralized' (peers exchanging messages), or 'both'. With --json,
+print one JSON object per file instead (reports, diagnostics, traces).
+
+Exit status: 0 when every file is valid (and, with --verify, live and safe),
+1 otherwise.
 """
 
 
@@ -26,34 +44,119 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="print only problems, no summaries"
     )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="explore every enactment: liveness, safety, dead actions (see below)",
+    )
+    parser.add_argument(
+        "--semantics",
+        choices=["shared", "decentralized", "both"],
+        default="both",
+        help="which enactments --verify explores (default: both)",
+    )
+    parser.add_argument(
+        "--sub-keys",
+        type=_positive,
+        default=2,
+        metavar="N",
+        help="values each non-root key may take in one enactment (default 2)",
+    )
+    parser.add_argument(
+        "--max-states",
+        type=_positive,
+        default=200_000,
+        metavar="N",
+        help="give up (and say so) beyond this many states (default 200000)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (one object per file) instead of text"
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
     from langshaw.diagnostics import Diagnostic
     from langshaw.model import diagnose
 
+    if getattr(args, "semantics", "both") == "both":
+        args.semantics = ["shared", "decentralized"]
+    else:
+        args.semantics = [args.semantics]
+    as_json = getattr(args, "json", False)
+    documents = []
     failed = 0
     for name in args.files:
         path = Path(name)
+        document: dict[str, Any] = {"file": name, "valid": False, "diagnostics": []}
+        documents.append(document)
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-            print(Diagnostic(name, 1, 1, f"cannot read: {reason}"), file=sys.stderr)
+            _emit(document, Diagnostic(name, 1, 1, f"cannot read: {reason}"), as_json)
             failed += 1
             continue
         protocol, diagnostics = diagnose(text, name, base=path.parent)
         for diagnostic in diagnostics:
-            print(diagnostic, file=sys.stderr)
+            _emit(document, diagnostic, as_json)
         if protocol is None:
             failed += 1
-        elif not args.quiet:
+            continue
+        document["valid"] = True
+        if not args.quiet and not as_json:
             print(protocol.describe())
+        if getattr(args, "verify", False):
+            from langshaw import _verify_cli
+
+            reports, found = _verify_cli.check(name, text, protocol, args)
+            document["reports"] = [r.to_json() for r in reports]
+            if not args.quiet and not as_json:
+                for report in reports:
+                    print(_verify_cli.summary(report))
+            for diagnostic, trace in found:
+                _emit(document, diagnostic, as_json, _verify_cli.trace_lines(trace))
+            if any(d.severity == "error" for d, _ in found):
+                failed += 1
+                document["valid"] = False
+        if not args.quiet and not as_json:
             print()
+    if as_json:
+        print(json.dumps(documents, indent=2, default=str))
     total = len(args.files)
+    what = "verified" if getattr(args, "verify", False) else "valid"
     if failed:
-        print(f"{failed} of {total} file(s) invalid", file=sys.stderr)
+        print(f"{failed} of {total} file(s) {'invalid' if what == 'valid' else 'failed'}",
+              file=sys.stderr)
         return 1
-    if not args.quiet:
-        print(f"{total} file(s) valid")
+    if not args.quiet and not as_json:
+        print(f"{total} file(s) {what}")
     return 0
+
+
+def _emit(
+    document: dict[str, Any], diagnostic: Any, as_json: bool, trace: list[str] | None = None
+) -> None:
+    if as_json:
+        entry = {
+            "file": diagnostic.source,
+            "line": diagnostic.line,
+            "column": diagnostic.column,
+            "severity": diagnostic.severity,
+            "code": diagnostic.code,
+            "message": diagnostic.message,
+        }
+        document["diagnostics"].append(entry)
+        return
+    print(diagnostic, file=sys.stderr)
+    for line in trace or ():
+        print(line, file=sys.stderr)

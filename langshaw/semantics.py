@@ -191,15 +191,39 @@ class SocialState:
             self._rollback(undo)
         return violation
 
-    def apply(self, instances: Iterable[ActionInstance]) -> list[tuple[Any, ...]]:
+    def apply(
+        self, instances: Iterable[ActionInstance], journal: list[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
         """Record finalized instances without checking them (they were checked when
-        finalized). Returns the roots of enactments that became complete."""
+        finalized). Returns the roots of enactments that became complete.
+
+        With ``journal`` (a list), what changed is noted in it so that
+        :meth:`undo` can take it back: how the verifier walks the enactments of a
+        protocol without copying states."""
         completed = []
         for instance in instances:
-            root = self._apply_one(instance, None)
+            root = self._apply_one(instance, journal)
             if root is not None:
                 completed.append(root)
         return completed
+
+    def undo(self, journal: list[Any]) -> None:
+        """Take back what :meth:`apply` noted in ``journal`` (and empty it)."""
+        self._rollback(journal)
+
+    def evaluate(self, action: str, keys: Mapping[str, Any]) -> Enablement | Violation:
+        """Is ``action`` enabled in the one scope ``keys`` names (a value for each of
+        its keys, FRESH for a new one), and if not, which rule says so?
+
+        The question :meth:`enabled` asks of every candidate scope, asked of one:
+        the verifier uses the rule to learn what could enable the action later."""
+        act = self.protocol.actions[action]
+        candidate = tuple([(k, keys[k]) for k in self._c.ordered_keys[action]])
+        root = tuple([keys[k] for k in self.protocol.root_keys])
+        outcome: Enablement | Violation = _evaluate(
+            self._c, self._enactments.get(root), act, candidate
+        )
+        return outcome
 
     def violation(
         self, instance: ActionInstance, roles: Collection[str] | None = None
@@ -395,10 +419,11 @@ class SocialState:
                 scope_bindings[attribute] = value
                 if undo is not None:
                     undo.append(("bind", scope, attribute))
-        scope_bindings[action.name] = True
         if undo is not None:
-            undo.append(("bind", scope, action.name))
+            if action.name not in scope_bindings:  # (a dependent may have bound it)
+                undo.append(("bind", scope, action.name))
             undo.append(("occurred", enactment, enactment.complete))
+        scope_bindings[action.name] = True
         if not enactment.complete and c.may_complete[action.name] and self._holds(enactment):
             enactment.complete = True
             return root

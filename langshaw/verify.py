@@ -1,94 +1,162 @@
-"""Verification by exploring the enactments of a protocol (first part).
+"""Verification: explore every enactment of a protocol and say whether it is
+live and safe, which actions are dead and which completion clauses never hold,
+each fault with a shortest trace that replays through the enactment semantics.
 
-Explores every way one root enactment can unfold on a shared social state with
-instant finalization (a SyncServer whose attempts are serialized), asking the
-enactment semantics itself (:class:`SocialState`) what is enabled at each step,
-so that what is verified is exactly what agents and the SyncServer enact. It
-reports, each with a shortest trace:
+Two semantics (docs/semantics.md, "Verification"):
 
-* **liveness**: a reachable state from which no continuation completes;
-* **dead actions**: actions no reachable state enables;
-* **completion clauses** that hold in no reachable state.
+* ``"shared"``: a shared social state, as on a SyncServer. Attempts are checked
+  in some order against everything finalized before them; this covers the
+  instant policy and the batched one alike (a batch is checked attempt by
+  attempt, so what it accepts is what some order of single attempts accepts).
+  Such a state refuses every conflict, so it is always safe.
+* ``"decentralized"``: each role acts on what it performed or received;
+  instances reach other roles later, in any order. Where an agent does what the
+  union of everything performed would have refused (both actions of a nono
+  group, an action after its nogo, one attribute bound twice in a scope), the
+  protocol is unsafe.
 
-Values are abstract: what an agent binds matters only through equality with
-other bindings, and every binding of one attribute in one scope must be equal,
-so one token per attribute stands for every value (a typed attribute's type
-restricts which values exist, not how the enactment unfolds; an optional one is
-explored both bound and absent). Keys other than the root get at most
-``sub_keys`` values each; the report says the bound used.
-
-Not yet here: the decentralized semantics, batched finalization (concurrent
-attempts), safety counterexamples under them, and state-space reductions.
+One root enactment is explored. Values are abstract (they matter only through
+equality); keys other than the root take at most ``sub_keys`` values each (the
+report says which bound was used, and whether an enactment reached it). The
+exploration asks :class:`~langshaw.semantics.SocialState` what is enabled at each
+step, so what is verified is what agents and the SyncServer enact.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Iterable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langshaw.instances import ABSENT, ActionInstance, Enablement
+from langshaw._vmodel import Move, PeerModel, SharedModel
+from langshaw._vsearch import Search, first_violations
+from langshaw.instances import ActionInstance, Violation
 from langshaw.model import LangshawProtocol
-from langshaw.semantics import SocialState
 from langshaw.types import AttributeType
 
-__all__ = ["Report", "Step", "verify"]
+__all__ = ["SEMANTICS", "Conflict", "Report", "Step", "verify"]
 
-_ROOT = "r"
+SEMANTICS = ("shared", "decentralized")
 
 
 @dataclass(frozen=True)
 class Step:
-    """One action of a trace: who performs it, and its bindings (abstract values)."""
+    """One action of a trace: who performs it, its bindings (abstract values:
+    ``<a>``, or ``<a by Role>`` when decentralized; ``True`` for a dependency),
+    and, when decentralized, which earlier steps the performer had received
+    (1-based; its own steps it always knows)."""
 
     role: str
     action: str
     bindings: tuple[tuple[str, Any], ...]
+    received: tuple[int, ...] | None = None
 
     def __str__(self) -> str:
-        shown = ", ".join(f"{k}={v!r}" for k, v in self.bindings)
-        return f"{self.role}: {self.action}({shown})"
+        shown = ", ".join(k if v is True else f"{k}={v}" for k, v in self.bindings)
+        heard = ""
+        if self.received is not None:
+            heard = " (received " + (
+                ", ".join(map(str, self.received)) if self.received else "nothing"
+            ) + ")"
+        return f"{self.role}{heard}: {self.action}({shown})"
+
+    def instance(self, protocol: LangshawProtocol) -> ActionInstance:
+        return ActionInstance(protocol.actions[self.action], dict(self.bindings))
 
     def to_json(self) -> dict[str, Any]:
-        return {"role": self.role, "action": self.action, "bindings": dict(self.bindings)}
+        found: dict[str, Any] = {
+            "role": self.role,
+            "action": self.action,
+            "bindings": dict(self.bindings),
+        }
+        if self.received is not None:
+            found["received"] = list(self.received)
+        return found
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A safety violation: what happened, the rule it breaks (``nono``, ``nogo``,
+    ``bound`` for two bindings of one attribute in one scope), the actions and
+    attribute involved, and a shortest trace ending with the offending action."""
+
+    rule: str
+    message: str
+    actions: tuple[str, ...]
+    attribute: str | None
+    trace: tuple[Step, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "message": self.message,
+            "actions": list(self.actions),
+            "attribute": self.attribute,
+            "trace": [s.to_json() for s in self.trace],
+        }
 
 
 @dataclass
 class Report:
-    """What :func:`verify` found. ``live`` is None when the exploration hit its
-    state bound before finishing (then nothing is claimed about liveness)."""
+    """What :func:`verify` found. The verdicts (``live``, ``safe``, ``dead``,
+    ``never_hold``) are None when the exploration hit ``max_states`` before
+    finishing: then nothing is claimed."""
 
     protocol: str
     semantics: str
-    states: int
-    transitions: int
     sub_keys: int
-    complete: bool  # the whole state space was explored
-    seconds: float
+    states: int = 0
+    transitions: int = 0
+    complete: bool = False  # every state was explored
+    seconds: float = 0.0
     live: bool | None = None
     stuck: list[Step] = field(default_factory=list)  # shortest trace to a stuck state
-    dead: dict[str, str] = field(default_factory=dict)  # action -> why it is never enabled
-    never_hold: list[tuple[str, ...]] = field(default_factory=list)
+    safe: bool | None = None
+    conflicts: list[Conflict] = field(default_factory=list)
+    dead: dict[str, str] | None = None  # action -> why
+    never_hold: list[tuple[str, ...]] | None = None
+    bound_reached: bool = False  # some enactment wanted more than sub_keys values
+    reduced: bool = True
 
     @property
     def ok(self) -> bool:
-        return bool(self.live) and not self.dead and not self.never_hold
+        return bool(self.live and self.safe and self.dead == {} and self.never_hold == [])
+
+    @property
+    def verdict(self) -> str:
+        if not self.complete:
+            return "unknown"
+        faults = [
+            name
+            for name, bad in (
+                ("not live", not self.live),
+                ("unsafe", not self.safe),
+                ("dead actions", bool(self.dead)),
+                ("clauses never hold", bool(self.never_hold)),
+            )
+            if bad
+        ]
+        return ", ".join(faults) or "ok"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "protocol": self.protocol,
             "semantics": self.semantics,
+            "verdict": self.verdict,
+            "sub_keys": self.sub_keys,
+            "bound_reached": self.bound_reached,
             "states": self.states,
             "transitions": self.transitions,
-            "sub_keys": self.sub_keys,
             "explored_all": self.complete,
+            "reduced": self.reduced,
             "seconds": round(self.seconds, 4),
             "live": self.live,
             "stuck": [s.to_json() for s in self.stuck],
+            "safe": self.safe,
+            "conflicts": [c.to_json() for c in self.conflicts],
             "dead": self.dead,
-            "never_hold": [list(c) for c in self.never_hold],
+            "never_hold": None if self.never_hold is None else [list(c) for c in self.never_hold],
         }
 
 
@@ -98,35 +166,47 @@ def verify(
     semantics: str = "shared",
     sub_keys: int = 2,
     max_states: int = 200_000,
+    reduce: bool = True,
 ) -> Report:
-    """Explore ``protocol``'s enactments and report (see the module's doc)."""
-    if semantics != "shared":
-        raise ValueError(f"unknown semantics {semantics!r} (only 'shared' so far)")
+    """Explore ``protocol``'s enactments under ``semantics`` and report.
+
+    ``reduce=False`` explores every order of independent moves (slower; the
+    verdicts are the same, which the tests check)."""
+    if semantics not in SEMANTICS:
+        raise ValueError(f"unknown semantics {semantics!r} (choose from {', '.join(SEMANTICS)})")
+    if sub_keys < 1:
+        raise ValueError("sub_keys must be at least 1")
     started = time.perf_counter()
     abstract = _abstract(protocol)
-    explorer = _Explorer(abstract, sub_keys)
-    explorer.run(max_states)
-    report = Report(
-        protocol=protocol.name,
-        semantics=semantics,
-        states=len(explorer.parents),
-        transitions=explorer.transitions,
-        sub_keys=sub_keys,
-        complete=explorer.finished,
-        seconds=0.0,
-    )
-    occurred = explorer.occurred
-    for name in protocol.actions:
-        if name not in occurred:
-            report.dead[name] = "no reachable state enables it"
-    for clause in protocol.completion:
-        if not any(explorer.holds(state, clause) for state in explorer.parents):
-            report.never_hold.append(clause)
-    if explorer.finished:
-        stuck = explorer.stuck()
-        report.live = stuck is None
-        if stuck is not None:
-            report.stuck = explorer.trace(stuck)
+    model = (SharedModel if semantics == "shared" else PeerModel)(abstract, sub_keys)
+    search = Search(model, reduce=reduce, max_states=max_states)
+    finished = search.explore()
+    report = Report(protocol.name, semantics, sub_keys, reduced=reduce)
+    report.complete = finished
+    if finished:
+        ends = search.ends
+        occurred = set().union(*(e.names for e in ends.values()))
+        holding = set().union(*(e.clauses for e in ends.values()))
+        report.dead = {
+            name: "no reachable state enables it"
+            for name in protocol.actions
+            if name not in occurred
+        }
+        report.never_hold = [c for i, c in enumerate(protocol.completion) if i not in holding]
+        report.bound_reached = any(e.truncated for e in ends.values())
+        stuck = [k for k, e in ends.items() if not (e.complete or e.truncated)]
+        report.live = not stuck
+        if stuck:
+            found = search.shortest(
+                stuck, lambda: None if search.good_here() else "stuck", first_only=True
+            )
+            report.stuck = _steps(model, found["stuck"])
+        bad = [k for k, e in ends.items() if e.bad]
+        report.safe = not bad
+        if bad:
+            report.conflicts = _conflicts(model, search, bad)
+    report.states = len(search.good)
+    report.transitions = search.transitions
     report.seconds = time.perf_counter() - started
     return report
 
@@ -138,122 +218,75 @@ def _abstract(protocol: LangshawProtocol) -> LangshawProtocol:
     return replace(protocol, types=types)
 
 
-State = frozenset[tuple[str, tuple[tuple[str, Any], ...]]]
+def _steps(model: SharedModel | PeerModel, path: Sequence[Move]) -> list[Step]:
+    peers = isinstance(model, PeerModel)
+    received: dict[str, list[int]] = {r: [] for r in model.protocol.roles}
+    position: dict[int, int] = {}  # instance -> its step
+    steps: list[Step] = []
+    for move in path:
+        if move.kind == "get":
+            received[move.role].append(position[move.ident])
+            continue
+        steps.append(
+            Step(
+                move.role,
+                move.instance.name,
+                tuple(sorted(move.instance.bindings.items())),
+                tuple(sorted(received[move.role])) if peers else None,
+            )
+        )
+        position[move.ident] = len(steps)
+    return steps
 
 
-class _Explorer:
-    def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
-        self.protocol = protocol
-        self.sub_keys = sub_keys
-        self.parents: dict[State, tuple[State, Step] | None] = {}
-        self.edges: dict[State, list[State]] = {}
-        self.occurred: set[str] = set()
-        self.transitions = 0
-        self.finished = False
+def _conflicts(
+    model: SharedModel | PeerModel, search: Search, bad: list[Hashable]
+) -> list[Conflict]:
+    def kind() -> Hashable | None:
+        v = model.violation()
+        if v is None:
+            return None
+        if v.rule == "nono":
+            return (v.rule, tuple(sorted((v.action or "", v.attribute or ""))))
+        return (v.rule, v.action, v.attribute)
 
-    def run(self, max_states: int) -> None:
-        start: State = frozenset()
-        self.parents[start] = None
-        queue = deque([start])
-        while queue:
-            state = queue.popleft()
-            successors = self.edges.setdefault(state, [])
-            for step, following in self.successors(state):
-                self.transitions += 1
-                self.occurred.add(step.action)
-                successors.append(following)
-                if following not in self.parents:
-                    if len(self.parents) >= max_states:
-                        return
-                    self.parents[following] = (state, step)
-                    queue.append(following)
-        self.finished = True
-
-    def replay(self, state: State) -> SocialState:
-        social = SocialState(self.protocol)
-        for _, step in self.trace_pairs(state):
-            social.apply([ActionInstance(self.protocol.actions[step.action], dict(step.bindings))])
-        return social
-
-    def trace_pairs(self, state: State) -> list[tuple[State, Step]]:
-        pairs: list[tuple[State, Step]] = []
-        link = self.parents[state]
-        while link is not None:
-            previous, step = link
-            pairs.append((previous, step))
-            link = self.parents[previous]
-        pairs.reverse()
-        return pairs
-
-    def trace(self, state: State) -> list[Step]:
-        return [step for _, step in self.trace_pairs(state)]
-
-    def successors(self, state: State) -> Iterable[tuple[Step, State]]:
-        social = self.replay(state)
-        root = {k: _ROOT for k in self.protocol.root_keys}
-        for role in self.protocol.roles:
-            if state:
-                enabled = social.enabled(role, tuple(root.values()))
-            else:
-                enabled = social.initiating(role)
-            for enablement in enabled:
-                for bindings in self._bindings(enablement, social, root):
-                    instance = ActionInstance(enablement.action, bindings)
-                    if social.check([instance], {role}) is not None:
-                        continue
-                    step = Step(role, enablement.action.name, tuple(sorted(bindings.items())))
-                    yield step, state | {(step.action, step.bindings)}
-
-    def _bindings(
-        self, enablement: Enablement, social: SocialState, root: dict[str, Any]
-    ) -> Iterable[dict[str, Any]]:
-        fixed = {k: v for k, v in enablement.fixed.items() if v is not ABSENT}
-        for key in enablement.new_keys:
-            if key in root:
-                fixed[key] = root[key]
-                continue
-            enactment = social.enactment(tuple(root.values()))
-            used = set(enactment.values_of(key)) if enactment is not None else set()
-            fresh = [f"{key}{i}" for i in range(1, self.sub_keys + 1) if f"{key}{i}" not in used]
-            if not fresh:
-                return  # the bound on sub-scopes is reached
-            fixed[key] = fresh[0]
-        optional = [a for a in enablement.to_bind if a in self.protocol.optional]
-        required = {a: f"<{a}>" for a in enablement.to_bind if a not in self.protocol.optional}
-        for mask in range(2 ** len(optional)):
-            chosen = {a: f"<{a}>" for i, a in enumerate(optional) if mask & (1 << i)}
-            yield {**fixed, **required, **chosen}
-
-    def holds(self, state: State, clause: tuple[str, ...]) -> bool:
-        for name, bindings in state:
-            if name in clause:
-                return True
-            if any(k in clause and v is not ABSENT for k, v in bindings):
-                return True
-        return False
-
-    def is_complete(self, state: State) -> bool:
-        return all(self.holds(state, clause) for clause in self.protocol.completion)
-
-    def stuck(self) -> State | None:
-        """The first state (in breadth-first order, so with a shortest trace) from
-        which no complete state can be reached."""
-        reverse: dict[State, list[State]] = {}
-        for source, targets in self.edges.items():
-            for target in targets:
-                reverse.setdefault(target, []).append(source)
-        good = {s for s in self.parents if self.is_complete(s)}
-        queue = deque(good)
-        while queue:
-            state = queue.popleft()
-            for source in reverse.get(state, ()):
-                if source not in good:
-                    good.add(source)
-                    queue.append(source)
-        for state in self.parents:  # insertion order is breadth-first order
-            if state not in good:
-                return state
-        return None
+    found = first_violations(search, bad, kind)
+    conflicts = []
+    for path in sorted(found.values(), key=lambda p: (sum(m.kind == "do" for m in p), len(p))):
+        search.load(path)
+        violation = model.violation()
+        assert violation is not None
+        conflicts.append(_describe(violation, _steps(model, path), model.protocol))
+    return conflicts
 
 
-
+def _describe(v: Violation, trace: list[Step], protocol: LangshawProtocol) -> Conflict:
+    last = trace[-1]
+    if v.rule == "nono":
+        other = v.attribute or ""
+        message = (
+            f"'{other}' and '{v.action}' exclude each other (nono), yet both occur: "
+            f"{last.role} performs '{v.action}' before it has received '{other}'"
+        )
+        actions: tuple[str, ...] = tuple(sorted((other, v.action or "")))
+        attribute = None
+    elif v.rule == "nogo":
+        other = v.attribute or ""
+        message = (
+            f"'{v.action}' occurs after '{other}', though '{other} -/> {v.action}' (nogo): "
+            f"{last.role} has not received '{other}'"
+        )
+        actions, attribute = (other, v.action or ""), None
+    elif v.rule == "bound":
+        attribute = v.attribute
+        binders = " > ".join(protocol.sayso.get(attribute or "", ())) or "nobody"
+        message = (
+            f"'{attribute}' gets two different values in one scope: {last.role} binds or "
+            f"carries one in '{v.action}' without having received the other "
+            f"(sayso: {binders})"
+        )
+        actions, attribute = (v.action or "",), attribute
+    else:
+        message = f"{v.rule}: {v.message}"
+        actions, attribute = (v.action or "",), v.attribute
+    return Conflict(v.rule, message, actions, attribute, tuple(trace))

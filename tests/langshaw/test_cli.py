@@ -61,4 +61,7 @@ def test_check_missing_file_is_a_clear_error(tmp_path) -> None:
 def test_help_explains_the_command() -> None:
     result = strabo("check", "--help")
     assert result.returncode == 0
-    assert "Exit status: 0 when every file is valid, 1 otherwise." in result.stdout
+    assert "Exit status: 0 when every file is valid (and, with --verify, live and safe)" in (
+        result.stdout
+    )
+    assert "--semantics {shared,decentralized,both}" in result.stdout

@@ -1,55 +1,366 @@
-"""Verification on a shared state (instant finalization): liveness, dead
-actions and completion clauses, each with a shortest trace that replays."""
+"""The verifier: verdicts on every shipped protocol and on deliberately faulty
+ones, shortest traces that replay through the enactment semantics, and the
+reduction checked against exploring every interleaving."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import subprocess
+import sys
+from typing import Any
 
-from langshaw import ActionInstance, LangshawProtocol, SocialState
-from langshaw.verify import verify
-from tests.conftest import FIXTURES, load
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from langshaw import LangshawError, LangshawProtocol, SocialState
+from langshaw._vmodel import PeerModel, SharedModel
+from langshaw._vsearch import Search
+from langshaw.verify import Conflict, Report, Step, _abstract, verify
+from tests.conftest import FIXTURES, PROTOCOLS, load
 
 FAULTY = FIXTURES / "lsh" / "faulty"
 
+# protocol -> verdict on a shared state, verdict decentralized
+SHIPPED = {
+    "atomic-ucp.lsh": ("ok", "ok"),
+    "incremental-ucp.lsh": ("ok", "ok"),
+    "purchase.lsh": ("ok", "unsafe"),  # nogo Cancel -/> Ship; delivery_date bound twice
+    "logistics.lsh": ("ok", "ok"),
+    "contract-net.lsh": ("ok", "unsafe"),  # nogo Cancel -/> Confirmed
+    "flexible-purchase.lsh": ("ok", "ok"),
+}
 
-@pytest.mark.parametrize(
-    "name",
-    ["atomic-ucp.lsh", "purchase.lsh", "logistics.lsh", "contract-net.lsh",
-     "flexible-purchase.lsh"],
-)
-def test_shipped_protocols_are_live_with_no_dead_action(name: str) -> None:
-    report = verify(load(name))
-    assert report.complete and report.ok, report.to_json()
-    assert report.states > 1 and report.sub_keys == 2
+
+def test_every_shipped_protocol_is_in_the_table() -> None:
+    assert sorted(p.name for p in PROTOCOLS.glob("*.lsh")) == sorted(SHIPPED)
 
 
-def test_a_dead_action_is_reported() -> None:
-    report = verify(LangshawProtocol.load(FAULTY / "dead-action.lsh"))
-    assert report.dead == {"Undo": "no reachable state enables it"}
-    assert report.live is True and not report.ok
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_protocols_keep_their_verdicts(name: str) -> None:
+    protocol = load(name)
+    for semantics, expected in zip(("shared", "decentralized"), SHIPPED[name], strict=True):
+        report = verify(protocol, semantics=semantics)
+        assert report.complete and report.live, report.to_json()
+        assert report.dead == {} and report.never_hold == []
+        assert report.verdict == expected, report.to_json()
+        for conflict in report.conflicts:
+            replay_conflict(protocol, conflict)
+
+
+def test_on_a_shared_state_purchase_is_safe_but_not_decentralized() -> None:
+    protocol = load("purchase.lsh")
+    assert verify(protocol).safe is True
+    report = verify(protocol, semantics="decentralized")
+    kinds = {(c.rule, c.actions, c.attribute) for c in report.conflicts}
+    assert kinds == {
+        ("nogo", ("Cancel", "Ship"), None),
+        ("bound", ("Ship",), "delivery_date"),
+        ("bound", ("PreferDate",), "delivery_date"),
+    }
+    nogo = next(c for c in report.conflicts if c.rule == "nogo")
+    assert [s.action for s in nogo.trace] == ["RFQ", "Quote", "Accept", "Cancel", "Ship"]
+    assert nogo.trace[-1].received == (1, 3)  # the Seller had RFQ and Accept, not Cancel
+
+
+# Faulty samples ------------------------------------------------------------------
+
+
+def faulty(name: str) -> LangshawProtocol:
+    return LangshawProtocol.load(FAULTY / name)
+
+
+def test_a_dead_action_is_reported_under_both_semantics() -> None:
+    for semantics in ("shared", "decentralized"):
+        report = verify(faulty("dead-action.lsh"), semantics=semantics)
+        assert report.dead == {"Undo": "no reachable state enables it"}
+        assert report.live and report.safe and report.verdict == "dead actions"
 
 
 def test_a_state_that_cannot_complete_is_reported_with_a_shortest_trace() -> None:
-    protocol = LangshawProtocol.load(FAULTY / "not-live.lsh")
+    protocol = faulty("not-live.lsh")
     report = verify(protocol)
-    assert report.live is False
+    assert report.live is False and report.verdict == "not live"
     assert [(s.role, s.action) for s in report.stuck] == [("A", "Start"), ("B", "No")]
-    assert str(report.stuck[1]) == "B: No(Start=True, id='r', why='<why>')"
-    # The trace replays through the enactment semantics, and ends where no role
-    # can do anything and the enactment is not complete.
-    state = SocialState(protocol)
-    for step in report.stuck:
-        instance = ActionInstance(protocol.action(step.action), dict(step.bindings))
-        assert state.attempt([instance], {step.role}) is None
+    assert str(report.stuck[1]) == "B: No(Start, id=r, why=<why>)"
+    state = replay_shared(protocol, report.stuck)
     assert not state.is_complete(("r",))
     assert all(state.enabled(role, ("r",)) == [] for role in protocol.roles)
+    peers = verify(protocol, semantics="decentralized")
+    assert [s.action for s in peers.stuck] == ["Start", "No"]
+    assert str(peers.stuck[1]) == "B (received 1): No(Start, id=r, why=<why by B>)"
 
 
-def test_optional_attributes_are_explored_bound_and_absent() -> None:
+@pytest.mark.parametrize(
+    ("name", "rule", "actions", "attribute", "length"),
+    [
+        ("unsafe-nono.lsh", "nono", ("Ship", "Withdraw"), None, 3),
+        ("unsafe-nogo.lsh", "nogo", ("Cancel", "Ship"), None, 3),
+        ("binding-conflict.lsh", "bound", ("Ship",), "date", 3),
+    ],
+)
+def test_unsafe_samples_are_safe_on_a_shared_state_and_unsafe_decentralized(
+    name: str, rule: str, actions: tuple[str, ...], attribute: str | None, length: int
+) -> None:
+    protocol = faulty(name)
+    shared = verify(protocol)
+    assert shared.ok and shared.safe
+    report = verify(protocol, semantics="decentralized")
+    assert report.safe is False and report.live and report.verdict == "unsafe"
+    conflict = next(c for c in report.conflicts if c.actions == actions)
+    assert (conflict.rule, conflict.attribute, len(conflict.trace)) == (rule, attribute, length)
+    replay_conflict(protocol, conflict)
+
+
+def test_two_sayso_roles_conflict_either_way_round() -> None:
+    report = verify(faulty("binding-conflict.lsh"), semantics="decentralized")
+    assert {c.actions for c in report.conflicts} == {("Ship",), ("PreferDate",)}
+    for conflict in report.conflicts:
+        assert "'date' gets two different values in one scope" in conflict.message
+
+
+def test_optional_attributes_a_clause_names_are_explored_bound_and_absent() -> None:
     protocol = LangshawProtocol.parse(
-        "P\nwho A, B\nwhat id key, Done\ndo\n  A : Ask(id, note?)\n  B : Done(id, Ask, note)\n"
+        "P\nwho A, B\nwhat id key, note\ndo\n  A : Ask(id, note?)\n  B : Done(id, Ask)\n"
         "sayso\n  A : note\n"
     )
     report = verify(protocol)
-    # start, Ask with a note, Ask without, and Done after each
-    assert report.states == 5 and report.ok
+    # Leaving the note out makes the only clause impossible.
+    assert report.live is False
+    assert report.stuck == [Step("A", "Ask", (("id", "r"),))]
+
+
+def test_the_key_bound_is_reported() -> None:
+    report = verify(load("purchase.lsh"), sub_keys=1)
+    assert report.sub_keys == 1 and report.bound_reached and report.ok
+
+
+def test_a_state_limit_claims_nothing() -> None:
+    report = verify(load("contract-net.lsh"), max_states=5)
+    assert not report.complete and report.verdict == "unknown"
+    assert report.live is None and report.safe is None and report.dead is None
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown semantics 'peer'"):
+        verify(load("purchase.lsh"), semantics="peer")
+    with pytest.raises(ValueError, match="sub_keys"):
+        verify(load("purchase.lsh"), sub_keys=0)
+
+
+def test_static_never_enabled_warnings_agree_with_dead_actions() -> None:
+    text = (
+        "P\nwho A, B\nwhat id key, Go\ndo\n  A : Go(id, x)\n  A : Late(id, y)\n"
+        "  B : Other(id, Go)\nsayso\n  A : x\n  B : y\n"
+    )
+    protocol = LangshawProtocol.parse(text)
+    assert any(d.code == "never-enabled" for d in protocol.warnings)
+    for semantics in ("shared", "decentralized"):
+        assert set(verify(protocol, semantics=semantics).dead or {}) == {"Late"}
+
+
+# Traces replay through the semantics ---------------------------------------------
+
+
+def replay_shared(protocol: LangshawProtocol, trace: list[Step]) -> SocialState:
+    state = SocialState(protocol)
+    for step in trace:
+        assert step.received is None
+        assert state.attempt([step.instance(protocol)], {step.role}) is None, step
+    return state
+
+
+def replay_conflict(protocol: LangshawProtocol, conflict: Conflict) -> None:
+    """Each role acts on what it performed and received: every step is legal
+    there; on the union of all steps every step but the last is legal, and the
+    last breaks the rule the conflict names."""
+    abstract = _abstract(protocol)  # values are abstract tokens, not typed data
+    local = {r: SocialState(abstract) for r in protocol.roles}
+    known: dict[str, set[int]] = {r: set() for r in protocol.roles}
+    union = SocialState(abstract)
+    steps = list(conflict.trace)
+    for index, step in enumerate(steps):
+        assert step.received is not None
+        mine = local[step.role]
+        for earlier in step.received:
+            source = steps[earlier - 1]
+            assert source.role != step.role and earlier <= index
+            if earlier not in known[step.role]:
+                known[step.role].add(earlier)
+                mine.apply([source.instance(abstract)])
+        instance = step.instance(abstract)
+        assert mine.attempt([instance], {step.role}) is None, step
+        violation = union.attempt([instance], {step.role})
+        if index < len(steps) - 1:
+            assert violation is None, step
+        else:
+            assert violation is not None and violation.rule == conflict.rule, violation
+
+
+# The reduction keeps every outcome --------------------------------------------------
+
+
+def outcomes(
+    protocol: LangshawProtocol, model_type: Any, reduce: bool, sub_keys: int = 2
+) -> set[str] | None:
+    model = model_type(_abstract(protocol), sub_keys)
+    search = Search(model, reduce=reduce, max_states=20_000)
+    if not search.explore():
+        return None
+    found = set()
+    for key in search.ends:
+        masks, flag = ([key], None) if isinstance(key, int) else key
+        found.add(
+            repr(
+                (
+                    [
+                        sorted(
+                            repr(sorted(model.instances[i].bindings.items()))
+                            + model.instances[i].name
+                            for i in range(m.bit_length())
+                            if m >> i & 1
+                        )
+                        for m in masks
+                    ],
+                    flag,
+                )
+            )
+        )
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    [PROTOCOLS / n for n in sorted(SHIPPED) if n != "incremental-ucp.lsh"]
+    + sorted(FAULTY.glob("*.lsh")),
+    ids=lambda p: p.name,
+)
+@pytest.mark.parametrize("model_type", [SharedModel, PeerModel], ids=["shared", "peers"])
+def test_the_reduction_reaches_every_deadlock(path: Any, model_type: Any) -> None:
+    protocol = LangshawProtocol.load(path)
+    # Two values per sub-key where every interleaving can be explored, else one.
+    full = outcomes(protocol, model_type, reduce=False)
+    sub_keys = 2
+    if full is None:
+        sub_keys = 1
+        full = outcomes(protocol, model_type, reduce=False, sub_keys=1)
+    assert full is not None
+    assert outcomes(protocol, model_type, reduce=True, sub_keys=sub_keys) == full
+
+
+@st.composite
+def protocols(draw: st.DrawFn) -> str:
+    """Small random protocols: two or three roles, a root key and maybe a
+    sub-key, actions with random dependencies, attributes, sayso and exclusions."""
+    roles = ["A", "B", "C"][: draw(st.integers(2, 3))]
+    sub = draw(st.booleans())
+    names = [f"X{i}" for i in range(draw(st.integers(2, 5)))]
+    attributes = ["p", "q", "s"]
+    lines = []
+    for i, name in enumerate(names):
+        role = draw(st.sampled_from(roles))
+        params = ["id"]
+        if sub and draw(st.booleans()):
+            params.append("k")
+        deps = draw(st.lists(st.sampled_from(names[:i]), max_size=2, unique=True)) if i else []
+        params += deps
+        params += draw(st.lists(st.sampled_from(attributes), max_size=2, unique=True))
+        lines.append(f"  {role} : {name}({', '.join(params)})")
+    sayso = []
+    for attribute in attributes:
+        chain = draw(st.lists(st.sampled_from(roles), min_size=1, max_size=2, unique=True))
+        sayso.append(f"  {' > '.join(chain)} : {attribute}")
+    text = "R\nwho " + ", ".join(roles) + "\nwhat id key, " + ("k key, " if sub else "")
+    text += " or ".join(draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True)))
+    text += "\ndo\n" + "\n".join(lines) + "\nsayso\n" + "\n".join(sayso) + "\n"
+    pairs = draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(names)), max_size=2))
+    pairs = [(a, b) for a, b in pairs if a != b]
+    if pairs and draw(st.booleans()):
+        text += "nono\n" + "\n".join(f"  {a} {b}" for a, b in pairs) + "\n"
+    elif pairs:
+        text += "nogo\n" + "\n".join(f"  {a} -/> {b}" for a, b in pairs) + "\n"
+    return text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=protocols())
+def test_the_reduction_reaches_every_deadlock_of_random_protocols(text: str) -> None:
+    try:
+        protocol = LangshawProtocol.parse(text)
+    except LangshawError:
+        assume(False)
+        raise
+    for model_type in (SharedModel, PeerModel):
+        full = outcomes(protocol, model_type, reduce=False)
+        assume(full is not None)
+        assert outcomes(protocol, model_type, reduce=True) == full, text
+
+
+@pytest.mark.parametrize("name", ["unsafe-nono.lsh", "unsafe-nogo.lsh", "binding-conflict.lsh",
+                                  "not-live.lsh"])
+@pytest.mark.parametrize("semantics", ["shared", "decentralized"])
+def test_traces_are_as_short_without_the_reduction(name: str, semantics: str) -> None:
+    protocol = faulty(name)
+    reduced = verify(protocol, semantics=semantics)
+    full = verify(protocol, semantics=semantics, reduce=False)
+    assert (reduced.live, reduced.safe) == (full.live, full.safe)
+    assert len(reduced.stuck) == len(full.stuck)
+    shortest = {(c.rule, c.actions): len(c.trace) for c in full.conflicts}
+    assert {(c.rule, c.actions): len(c.trace) for c in reduced.conflicts} == shortest
+
+
+# strabo check --verify ---------------------------------------------------------------
+
+
+def strabo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "strabo.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_check_verify_passes_the_shipped_protocols_on_a_shared_state() -> None:
+    files = sorted(str(p) for p in PROTOCOLS.glob("*.lsh"))
+    result = strabo("check", "--verify", "--semantics", "shared", *files)
+    assert result.returncode == 0, result.stderr
+    assert "  shared: ok (" in result.stdout
+    assert result.stdout.rstrip().endswith(f"{len(files)} file(s) verified")
+
+
+def test_check_verify_locates_faults_and_prints_their_traces() -> None:
+    path = str(FAULTY / "unsafe-nogo.lsh")
+    result = strabo("check", "--verify", "-q", path)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"{path}:15:3: decentralized: unsafe (nogo): 'Ship' occurs after")
+    assert lines[1:4] == [
+        "    1. Buyer (received nothing): Order(id=r, item=<item by Buyer>)",
+        "    2. Buyer (received nothing): Cancel(Order, id=r, reason=<reason by Buyer>)",
+        "    3. Seller (received 1): Ship(Order, id=r, tracking=<tracking by Seller>)",
+    ]
+    dead = strabo("check", "--verify", "-q", str(FAULTY / "dead-action.lsh"))
+    assert dead.returncode == 0  # a dead action is a warning
+    assert ":9:7: warning: shared: dead action 'Undo'" in dead.stderr
+
+
+def test_check_verify_json() -> None:
+    result = strabo("check", "--verify", "--json", str(FAULTY / "not-live.lsh"))
+    assert result.returncode == 1
+    [document] = json.loads(result.stdout)
+    assert document["valid"] is False
+    shared, peers = document["reports"]
+    assert (shared["semantics"], shared["verdict"], shared["live"]) == ("shared", "not live", False)
+    assert [s["action"] for s in shared["stuck"]] == ["Start", "No"]
+    assert peers["stuck"][1]["received"] == [1]
+    first = document["diagnostics"][0]
+    assert (first["line"], first["code"]) == (5, "verify")
+
+
+def test_check_verify_bad_options_are_clear() -> None:
+    result = strabo("check", "--verify", "--sub-keys", "0", str(FAULTY / "not-live.lsh"))
+    assert result.returncode == 2 and "must be at least 1" in result.stderr
+
+
+def test_report_json_round_trips() -> None:
+    report = verify(faulty("unsafe-nono.lsh"), semantics="decentralized")
+    assert isinstance(report, Report)
+    assert json.loads(json.dumps(report.to_json()))["conflicts"][0]["rule"] == "nono"

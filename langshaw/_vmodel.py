@@ -1,0 +1,532 @@
+"""The transition systems the verifier explores: one root enactment, over the
+enactment semantics itself (every "is this enabled" is asked of a SocialState).
+
+* :class:`SharedModel`: one shared social state, as on a SyncServer. A move
+  performs an action; the state is the set of instances that occurred.
+* :class:`PeerModel` (decentralized): each role has a social state of its own,
+  holding the instances it performed or received. A move either performs an
+  action enabled in the performer's own state, or delivers an instance to a role
+  that has not received it yet. Each performed instance is also checked against
+  the union of all states: where that check fails, agents acting on what they
+  knew did what a shared state would have refused (a safety violation).
+
+Moves fall into classes: perform action A in scope S; deliver A's instance in S
+to role R. Scopes take key values from a fixed pool: ``r`` for the root keys,
+``k1 .. kN`` for each other key. A class knows statically which classes it may
+interfere with (``dependents``), and at a state what could enable it (from the
+rule that disables it): what a stubborn-set reduction needs. Why these
+relations are sound is argued in docs/semantics.md ("How the verifier explores").
+
+Values are abstract tokens: on a shared state ``<a>`` for every binding of
+``a`` (equal values, as every binding of an attribute in a scope must be); in
+the decentralized model ``<a by R>``, so that two roles binding one attribute
+independently disagree, as they may.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from langshaw.instances import ABSENT, ActionInstance, Enablement, Violation
+from langshaw.model import LangshawProtocol
+from langshaw.semantics import SocialState
+
+ROOT = "r"
+_PERMANENT = frozenset({"duplicate", "nono", "nogo"})  # occurrences are never undone
+
+Scope = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One transition: ``kind`` "do" (``role`` performs) or "get" (``role``
+    receives ``instance``); ``ident`` is the interned instance."""
+
+    cls: int
+    kind: str
+    role: str
+    instance: ActionInstance
+    ident: int
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    """What holds at a state where nothing more can happen."""
+
+    complete: bool
+    truncated: bool  # an action would open a scope beyond the key bound
+    bad: bool
+    names: frozenset[str]  # actions that occurred
+    clauses: frozenset[int]  # completion clauses that hold
+
+
+class _Classes:
+    """The move classes of a protocol and their static relations."""
+
+    def __init__(self, protocol: LangshawProtocol, sub_keys: int, peers: bool) -> None:
+        self.protocol = protocol
+        root = set(protocol.root_keys)
+        pool = {
+            k: [ROOT] if k in root else [f"{k}{i}" for i in range(1, sub_keys + 1)]
+            for k in protocol.keys
+        }
+        order = {k: i for i, k in enumerate(protocol.keys)}
+        self.kinds: list[str] = []
+        self.actions: list[str] = []
+        self.scopes: list[Scope] = []
+        self.roles: list[str] = []  # the performer, or the receiver
+        self.do: dict[tuple[str, Scope], int] = {}
+        self.get: dict[tuple[str, Scope, str], int] = {}
+        for name, action in protocol.actions.items():
+            keys = sorted(action.keys, key=order.__getitem__)
+            for values in itertools.product(*(pool[k] for k in keys)):
+                scope = tuple(zip(keys, values, strict=True))
+                self.do[(name, scope)] = self._add("do", name, scope, action.actor)
+                if peers:
+                    for role in protocol.roles:
+                        if role != action.actor:
+                            self.get[(name, scope, role)] = self._add("get", name, scope, role)
+        self.data = {
+            name: frozenset(
+                a for a in action.attributes if a not in order and a not in protocol.actions
+            )
+            for name, action in protocol.actions.items()
+        }
+        completion = {n for clause in protocol.completion for n in clause}
+        self.choices = frozenset(a for a in protocol.optional if a in completion)
+        self.excluded: set[frozenset[str]] = set()
+        for group in protocol.nono:
+            for a, b in itertools.combinations(group, 2):
+                self.excluded.add(frozenset((a, b)))
+        self.nogo = {frozenset(pair) for pair in protocol.nogo}
+        self.excluded |= self.nogo
+        self.sayso = protocol.sayso
+        self.by_action: dict[str, list[int]] = {}
+        self.by_role: dict[str, list[int]] = {}
+        for (name, _), index in self.do.items():
+            self.by_action.setdefault(name, []).append(index)
+            self.by_role.setdefault(protocol.actions[name].actor, []).append(index)
+        self.carriers = {
+            attribute: [n for n in protocol.actions if attribute in self.data[n]]
+            for attribute in protocol.attributes
+        }
+        self.dependents = self._dependents(peers)
+        # Per role, the actions whose instances bear on its own: dependencies,
+        # exclusions, shared attributes.
+        self.relevant: dict[str, frozenset[str]] = {
+            role: frozenset(
+                a
+                for a in protocol.actions
+                for b in protocol.actions_of(role)
+                if a in b.dependencies
+                or frozenset((a, b.name)) in self.excluded
+                or self.data[a] & self.data[b.name]
+            )
+            for role in protocol.roles
+        }
+
+    def _add(self, kind: str, name: str, scope: Scope, role: str) -> int:
+        self.kinds.append(kind)
+        self.actions.append(name)
+        self.scopes.append(scope)
+        self.roles.append(role)
+        return len(self.kinds) - 1
+
+    def _dependents(self, peers: bool) -> list[tuple[int, ...]]:
+        found: list[set[int]] = [set() for _ in self.kinds]
+        actor = {n: a.actor for n, a in self.protocol.actions.items()}
+        for i, j in itertools.combinations(range(len(self.kinds)), 2):
+            if self._interfere(i, j, actor, peers) or self._interfere(j, i, actor, peers):
+                found[i].add(j)
+                found[j].add(i)
+        return [tuple(sorted(s)) for s in found]
+
+    def _interfere(self, i: int, j: int, actor: dict[str, str], peers: bool) -> bool:
+        """May class ``i`` disable ``j``, or fail to commute with it?"""
+        a, b = self.actions[i], self.actions[j]
+        s, t = self.scopes[i], self.scopes[j]
+        if self.kinds[j] == "get":
+            return False  # a delivery is disabled only by itself; see _interfere(j, i)
+        if self.kinds[i] == "get":
+            # Delivering A's instance to R changes only R's state: what R's own
+            # actions may do, and the values they would carry (A's binding in
+            # their scope, or in a scope above from which they inherit).
+            if self.roles[i] != actor[b]:
+                return False
+            if frozenset((a, b)) in self.excluded and _agree(s, t):
+                return True
+            return any(
+                s == t or (_above(s, t) and actor[b] not in self.sayso.get(x, ()))
+                for x in self.data[a] & self.data[b]
+            )
+        pair = frozenset((a, b))
+        # The same role: one disables the other. Two roles: each acts on its own
+        # state, but which came first decides a nogo violation.
+        if (
+            pair in self.excluded
+            and _agree(s, t)
+            and (actor[a] == actor[b] or not peers or pair in self.nogo)
+        ):
+            return True
+        if self.choices & self.data[a] & self.data[b] and _agree(s, t):
+            return True  # who binds first decides bound or absent
+        if peers:
+            # Values come from each performer's knowledge: a binding above the
+            # scope of an action that inherits (its role may not bind) changes
+            # what it carries, or how the union judges it.
+            for x in self.data[a] & self.data[b]:
+                if s != t and _above(s, t) and actor[b] not in self.sayso.get(x, ()):
+                    return True
+        return False
+
+    def dependency_enablers(self, name: str, scope: Scope, needed: str) -> Iterator[int]:
+        """Classes performing ``needed`` in a scope that could meet the dependency."""
+        for index in self.by_action.get(needed, ()):
+            if _agree(self.scopes[index], scope):
+                yield index
+
+    def binding_enablers(self, scope: Scope, attribute: str) -> Iterator[int]:
+        """Classes that could bind ``attribute`` in ``scope`` or a scope above it."""
+        for name in self.carriers.get(attribute, ()):
+            for index in self.by_action[name]:
+                if _above(self.scopes[index], scope):
+                    yield index
+
+
+def _agree(s: Scope, t: Scope) -> bool:
+    values = dict(s)
+    return all(values.get(k, v) == v for k, v in t)
+
+
+def _above(s: Scope, t: Scope) -> bool:
+    """``s`` is ``t`` or an ancestor of it."""
+    values = dict(t)
+    return all(k in values and values[k] == v for k, v in s)
+
+
+class _Model:
+    """What both models share: classes, interning, the stubborn-set closure."""
+
+    peers = False
+
+    def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
+        self.protocol = protocol
+        self.c = _Classes(protocol, sub_keys, self.peers)
+        self.root = tuple(ROOT for _ in protocol.root_keys)
+        self.idents: dict[tuple[str, tuple[tuple[str, Any], ...]], int] = {}
+        self.instances: list[ActionInstance] = []
+        self._status: dict[int, Any] = {}
+
+    def intern(self, instance: ActionInstance) -> int:
+        ident = (instance.name, tuple(sorted(instance.bindings.items())))
+        found = self.idents.get(ident)
+        if found is None:
+            found = self.idents[ident] = len(self.instances)
+            self.instances.append(instance)
+        return found
+
+    # The model's own state ------------------------------------------------------
+
+    def reset(self) -> None:
+        raise NotImplementedError
+
+    def key(self) -> Hashable:
+        raise NotImplementedError
+
+    def do(self, move: Move) -> None:
+        raise NotImplementedError
+
+    def undo(self) -> None:
+        raise NotImplementedError
+
+    def status(self, cls: int) -> Any:
+        """The moves of an enabled class (a non-empty list), or why it is disabled
+        (a Violation), at the current state."""
+        raise NotImplementedError
+
+    def end(self) -> End:
+        raise NotImplementedError
+
+    def enablers(self, cls: int, why: Violation) -> Iterator[int]:
+        raise NotImplementedError
+
+    # Moves ------------------------------------------------------------------------
+
+    def moves(self) -> list[Move]:
+        """Every move enabled now."""
+        self._status = {}
+        found: list[Move] = []
+        for cls in range(len(self.c.kinds)):
+            outcome = self.status(cls)
+            if type(outcome) is list:
+                found.extend(outcome)
+        return found
+
+    def reduced(self) -> list[Move]:
+        """The enabled moves of a stubborn set: enough to reach every deadlock."""
+        self._status = {}
+        best: list[Move] | None = None
+        for seed in range(len(self.c.kinds)):
+            if type(self.status(seed)) is not list:
+                continue
+            chosen = self._closure(seed, len(best) if best is not None else None)
+            if chosen is not None and (best is None or len(chosen) < len(best)):
+                best = chosen
+                if len(best) == 1:
+                    break
+        return best or []
+
+    def _closure(self, seed: int, limit: int | None) -> list[Move] | None:
+        members = {seed}
+        stack = [seed]
+        moves: list[Move] = []
+        while stack:
+            cls = stack.pop()
+            outcome = self.status(cls)
+            if type(outcome) is list:
+                moves.extend(outcome)
+                if limit is not None and len(moves) >= limit:
+                    return None  # no better than the best so far
+                following: Any = self.c.dependents[cls]
+            else:
+                following = self.enablers(cls, outcome)
+            for other in following:
+                if other not in members:
+                    members.add(other)
+                    stack.append(other)
+        return moves
+
+    def _instances(self, enablement: Enablement, cls: int, token: str) -> list[Move]:
+        """The instances of an enabled perform class: each choice of binding or
+        leaving absent the optional attributes a completion clause names."""
+        base = {k: v for k, v in enablement.fixed.items() if v is not ABSENT}
+        free = [a for a in enablement.to_bind if a in self.c.choices]
+        for attribute in enablement.to_bind:
+            base[attribute] = token.format(attribute)
+        moves = []
+        role = self.c.roles[cls]
+        for mask in range(2 ** len(free)):
+            bindings = dict(base)
+            for i, attribute in enumerate(free):
+                if mask & (1 << i):
+                    del bindings[attribute]
+            instance = ActionInstance(enablement.action, bindings)
+            moves.append(Move(cls, "do", role, instance, self.intern(instance)))
+        return moves
+
+    def _holding(self, state: SocialState) -> frozenset[int]:
+        enactment = state.enactment(self.root)
+        if enactment is None:
+            return frozenset()
+        scopes = enactment.scopes.values()
+        return frozenset(
+            i
+            for i, clause in enumerate(self.protocol.completion)
+            if any(s.bindings.get(n, ABSENT) is not ABSENT for s in scopes for n in clause)
+        )
+
+    def _truncated(self, states: dict[str, SocialState]) -> bool:
+        # Nothing is enabled in the pool's scopes, so an enablement listed now
+        # opens a scope with a key value beyond the pool.
+        return any(state.enabled(role, self.root) for role, state in states.items())
+
+
+class SharedModel(_Model):
+    """One shared social state: attempts serialized, each checked as it comes."""
+
+    TOKEN = "<{}>"
+
+    def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
+        super().__init__(protocol, sub_keys)
+        self.reset()
+
+    def reset(self) -> None:
+        self.state = SocialState(self.protocol)
+        self.mask = 0
+        self._undo: list[tuple[list[Any], int]] = []
+
+    def key(self) -> int:
+        return self.mask
+
+    def do(self, move: Move) -> None:
+        journal: list[Any] = []
+        self.state.apply([move.instance], journal)
+        self._undo.append((journal, self.mask))
+        self.mask |= 1 << move.ident
+
+    def undo(self) -> None:
+        journal, self.mask = self._undo.pop()
+        self.state.undo(journal)
+
+    def status(self, cls: int) -> Any:
+        found = self._status.get(cls)
+        if found is None:
+            outcome = self.state.evaluate(self.c.actions[cls], dict(self.c.scopes[cls]))
+            if isinstance(outcome, Enablement):
+                found = self._instances(outcome, cls, self.TOKEN)
+            else:
+                found = outcome
+            self._status[cls] = found
+        return found
+
+    def enablers(self, cls: int, why: Violation) -> Iterator[int]:
+        if why.rule in _PERMANENT:
+            return iter(())
+        scope = self.c.scopes[cls]
+        assert why.attribute is not None
+        if why.rule == "dependency":
+            return self.c.dependency_enablers(self.c.actions[cls], scope, why.attribute)
+        return self.c.binding_enablers(scope, why.attribute)  # sayso, or ambiguous
+
+    def complete(self) -> bool:
+        return self.state.is_complete(self.root)
+
+    def end(self) -> End:
+        names = frozenset(
+            self.instances[i].name for i in range(self.mask.bit_length()) if self.mask >> i & 1
+        )
+        return End(
+            complete=self.complete(),
+            truncated=self._truncated({r: self.state for r in self.protocol.roles}),
+            bad=False,
+            names=names,
+            clauses=self._holding(self.state),
+        )
+
+    def violation(self) -> Violation | None:
+        return None
+
+
+class PeerModel(_Model):
+    """Decentralized: each role acts on what it has performed or received."""
+
+    peers = True
+    TOKEN = "<{} by %s>"
+
+    def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
+        super().__init__(protocol, sub_keys)
+        self.role_index = {r: i for i, r in enumerate(protocol.roles)}
+        self.reset()
+
+    def reset(self) -> None:
+        roles = self.protocol.roles
+        self.local = {r: SocialState(self.protocol) for r in roles}
+        self.union = SocialState(self.protocol)
+        self.masks = [0] * len(roles)
+        self.occurred: dict[tuple[str, Scope], Move] = {}
+        self.first: Violation | None = None  # the first safety violation, if any
+        self._undo: list[tuple[Any, ...]] = []
+
+    def key(self) -> tuple[tuple[int, ...], bool]:
+        return tuple(self.masks), self.first is not None
+
+    def do(self, move: Move) -> None:
+        role = self.role_index[move.role]
+        journal: list[Any] = []
+        self.local[move.role].apply([move.instance], journal)
+        entry: tuple[Any, ...]
+        if move.kind == "do":
+            before = self.first
+            if before is None:
+                self.first = self.union.check([move.instance], {move.role})
+            shared: list[Any] = []
+            self.union.apply([move.instance], shared)
+            place = (self.c.actions[move.cls], self.c.scopes[move.cls])
+            self.occurred[place] = move
+            entry = (role, journal, self.masks[role], shared, before, place)
+        else:
+            entry = (role, journal, self.masks[role])
+        self.masks[role] |= 1 << move.ident
+        self._undo.append(entry)
+
+    def undo(self) -> None:
+        entry = self._undo.pop()
+        role, journal, self.masks[role] = entry[0], entry[1], entry[2]
+        self.local[self.protocol.roles[role]].undo(journal)
+        if len(entry) > 3:
+            self.union.undo(entry[3])
+            self.first = entry[4]
+            del self.occurred[entry[5]]
+
+    def status(self, cls: int) -> Any:
+        found = self._status.get(cls)
+        if found is not None:
+            return found
+        c = self.c
+        role = c.roles[cls]
+        if c.kinds[cls] == "get":
+            move = self.occurred.get((c.actions[cls], c.scopes[cls]))
+            if move is None:
+                found = Violation("dependency", "not performed yet", attribute=c.actions[cls])
+            elif self.masks[self.role_index[role]] >> move.ident & 1:
+                found = Violation("duplicate", "received already")
+            else:
+                found = [Move(cls, "get", role, move.instance, move.ident)]
+        else:
+            outcome = self.local[role].evaluate(c.actions[cls], dict(c.scopes[cls]))
+            if isinstance(outcome, Enablement):
+                found = self._instances(outcome, cls, self.TOKEN % role)
+            else:
+                found = outcome
+        self._status[cls] = found
+        return found
+
+    def enablers(self, cls: int, why: Violation) -> Iterator[int]:
+        c = self.c
+        if why.rule in _PERMANENT:
+            return
+        if c.kinds[cls] == "get":
+            yield c.do[(c.actions[cls], c.scopes[cls])]
+            return
+        role, scope = c.roles[cls], c.scopes[cls]
+        assert why.attribute is not None
+        if why.rule == "dependency":
+            found = c.dependency_enablers(c.actions[cls], scope, why.attribute)
+        else:
+            found = c.binding_enablers(scope, why.attribute)
+        for index in found:
+            if c.roles[index] == role:
+                yield index
+            else:
+                yield c.get[(c.actions[index], c.scopes[index], role)]
+
+    def relevant(self, name: str, role: str) -> bool:
+        """Can receiving an instance of ``name`` change what ``role`` may do?"""
+        return name in self.c.relevant[role]
+
+    def inflight(self, role: str) -> list[Move]:
+        """Deliveries to ``role`` of every instance it has not received yet."""
+        mask = self.masks[self.role_index[role]]
+        return [
+            Move(self.c.get[(name, scope, role)], "get", role, move.instance, move.ident)
+            for (name, scope), move in self.occurred.items()
+            if move.role != role and not mask >> move.ident & 1
+        ]
+
+    def performs(self, role: str) -> list[Move]:
+        """What ``role`` may perform now, on what it knows."""
+        self._status = {}
+        found: list[Move] = []
+        for cls in self.c.by_role.get(role, ()):
+            outcome = self.status(cls)
+            if type(outcome) is list:
+                found.extend(outcome)
+        return found
+
+    def complete(self) -> bool:
+        return self.union.is_complete(self.root)
+
+    def end(self) -> End:
+        return End(
+            complete=self.complete(),
+            truncated=self._truncated(self.local),
+            bad=self.first is not None,
+            names=frozenset(name for name, _ in self.occurred),
+            clauses=self._holding(self.union),
+        )
+
+    def violation(self) -> Violation | None:
+        return self.first
