@@ -94,6 +94,7 @@ def use(venv: Path, work: Path) -> None:
     if sorted(line.split()[0] for line in listing.splitlines()) != BUNDLED:
         raise Failed(f"strabo protocols lists {listing!r}, not {BUNDLED}")
     run([strabo, "check", *BUNDLED], work)
+    run([strabo, "check", "--verify", "--semantics", "shared", *BUNDLED], work)
     run([strabo, "protocols", "purchase"], work)
     for protocol in ("atomic", "incremental"):
         for policy in ("instant", "batched"):
