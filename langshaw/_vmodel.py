@@ -182,7 +182,7 @@ class _Classes:
                     return True
         return False
 
-    def dependency_enablers(self, name: str, scope: Scope, needed: str) -> Iterator[int]:
+    def dependency_enablers(self, scope: Scope, needed: str) -> Iterator[int]:
         """Classes performing ``needed`` in a scope that could meet the dependency."""
         for index in self.by_action.get(needed, ()):
             if _agree(self.scopes[index], scope):
@@ -378,7 +378,7 @@ class SharedModel(_Model):
         scope = self.c.scopes[cls]
         assert why.attribute is not None
         if why.rule == "dependency":
-            return self.c.dependency_enablers(self.c.actions[cls], scope, why.attribute)
+            return self.c.dependency_enablers(scope, why.attribute)
         return self.c.binding_enablers(scope, why.attribute)  # sayso, or ambiguous
 
     def complete(self) -> bool:
@@ -484,7 +484,7 @@ class PeerModel(_Model):
         role, scope = c.roles[cls], c.scopes[cls]
         assert why.attribute is not None
         if why.rule == "dependency":
-            found = c.dependency_enablers(c.actions[cls], scope, why.attribute)
+            found = c.dependency_enablers(scope, why.attribute)
         else:
             found = c.binding_enablers(scope, why.attribute)
         for index in found:

@@ -92,22 +92,20 @@ class Search:
         test: Callable[[], Hashable | None],
         *,
         first_only: bool,
-        tag: Callable[[], Hashable] | None = None,
     ) -> dict[Hashable, tuple[Move, ...]]:
         """For each answer ``test`` gives, a shortest path to a state where it
         gives it, among the states below one of ``targets``. Paths are ordered by
         their number of performed actions, then of deliveries; a state where
-        ``test`` answers is not expanded. ``tag`` tells apart states the model's
-        key does not (which violation came first)."""
+        ``test`` answers is not expanded."""
         model = self.model
         below = _below(targets, isinstance(model, PeerModel))
         found: dict[Hashable, tuple[Move, ...]] = {}
         counter = itertools.count()
         model.reset()
-        heap: list[tuple[tuple[int, int], int, tuple[Hashable, Any], tuple[Move, ...]]] = [
-            ((0, 0), next(counter), (model.key(), tag and tag()), ())
+        heap: list[tuple[tuple[int, int], int, Hashable, tuple[Move, ...]]] = [
+            ((0, 0), next(counter), model.key(), ())
         ]
-        done: set[tuple[Hashable, Any]] = set()
+        done: set[Hashable] = set()
         while heap:
             cost, _, key, path = heapq.heappop(heap)
             if key in done:
@@ -122,9 +120,9 @@ class Search:
                 continue
             for move in model.moves():
                 model.do(move)
-                following = (model.key(), tag and tag())
+                following = model.key()
                 model.undo()
-                if following in done or not below(following[0]):
+                if following in done or not below(following):
                     continue
                 step = (1, 0) if move.kind == "do" else (0, 1)
                 heapq.heappush(
