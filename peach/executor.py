@@ -52,12 +52,18 @@ class Member(Protocol):
 class _Feed:
     """The ordered stream of one protocol's batches, applied to one shared view."""
 
-    def __init__(self, executor: Executor, protocol: LangshawProtocol) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        protocol: LangshawProtocol,
+        view: View | None = None,
+        applied: int = 0,
+    ) -> None:
         self.executor = executor
         self.protocol = protocol
-        self.view = View(protocol)
+        self.view = view if view is not None else View(protocol)
         self.adapters: list[Member] = []
-        self.applied = 0
+        self.applied = applied
         self.lock = asyncio.Lock()
         self.task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
@@ -84,7 +90,7 @@ class _Feed:
             adapter._attach(self.view)
             self.adapters.append(adapter)
             adapter._go_live()
-        if self.task is None:
+        if self.task is None and self.executor.streams:
             self.task = asyncio.create_task(self._run(), name=f"feed {self.protocol.name}")
 
     async def remove(self, adapter: Member) -> None:
@@ -163,6 +169,10 @@ class _Feed:
 class Executor:
     """Base class: one MAS on one SyncServer, for any number of adapters."""
 
+    #: Whether batches arrive on a stream the feed must follow (a SyncServer's);
+    #: a peer-to-peer executor applies what it accepts itself.
+    streams = True
+
     def __init__(self, mas: str, *, retries: int = 3) -> None:
         self.mas = mas
         self.retries = retries
@@ -184,6 +194,9 @@ class Executor:
 
     async def _admit(self, adapter: Member) -> None:
         """Check that ``adapter`` may join (its name and role)."""
+
+    def _new_feed(self, protocol: LangshawProtocol) -> _Feed:
+        return _Feed(self, protocol)
 
     async def _send(
         self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str
@@ -210,7 +223,7 @@ class Executor:
                 await self._admit(adapter)
                 feed = self._feeds.get(adapter.protocol.name)
                 if feed is None:
-                    feed = self._feeds[adapter.protocol.name] = _Feed(self, adapter.protocol)
+                    feed = self._feeds[adapter.protocol.name] = self._new_feed(adapter.protocol)
                 await feed.add(adapter)
             except BaseException:
                 if not self._adapters:

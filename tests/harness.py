@@ -1,4 +1,5 @@
-"""A running MAS for tests: a SyncServer in-process or over real HTTP on loopback."""
+"""A running MAS for tests: a SyncServer in-process or over real HTTP on loopback,
+or no server at all: agents peer to peer over real HTTP on loopback ports."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ import httpx
 
 from langshaw import LangshawProtocol
 from peach import Executor, LocalExecutor, PeachAdapter, SyncExecutor
+from peach.peer import Directory, PeerExecutor
 from strabo import serve
+from strabo.serving import free_port
 from syncserver import SyncServer, create_app
 
 
 class Harness:
-    """One MAS named 'default'; agents' tokens are '<name>-token'."""
+    """One MAS named 'default'; agents' tokens are '<name>-token'.
+
+    ``kind`` is "local" (LocalExecutor), "http" (SyncExecutor to a served
+    SyncServer) or "peer" (a PeerExecutor per agent, each serving its endpoint
+    on a loopback port, with its log in memory; no SyncServer runs)."""
 
     def __init__(
         self,
@@ -34,10 +41,23 @@ class Harness:
         self._stack = contextlib.AsyncExitStack()
         self.adapters: list[PeachAdapter] = []
         self._executors: dict[str, Executor] = {}
+        self.directory = Directory.of(
+            protocols,
+            {
+                a: {
+                    "roles": list(roles),
+                    "token": f"{a}-token",
+                    "url": f"http://127.0.0.1:{free_port()}",
+                }
+                for a, roles in agents.items()
+            },
+        )
 
     async def __aenter__(self) -> Harness:
         if self.kind == "http":
             self.url = await self._stack.enter_async_context(serve(create_app(self.server)))
+        elif self.kind == "peer":
+            pass  # each agent serves its own endpoint when its first adapter starts
         else:
             await self.server.start()
             self._stack.push_async_callback(self.server.stop)
@@ -54,6 +74,8 @@ class Harness:
             if self.kind == "http":
                 assert self.url is not None
                 executor: Executor = SyncExecutor(self.url, token=f"{agent}-token")
+            elif self.kind == "peer":
+                executor = PeerExecutor(agent, self.directory)
             else:
                 executor = LocalExecutor(self.server)
             if fresh:

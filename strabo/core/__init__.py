@@ -3,7 +3,8 @@
 Below both: it authorizes attempts, checks them with ``langshaw.semantics``,
 finalizes them into numbered batches, stores them and feeds them to readers.
 It imports neither Starlette nor uvicorn, so an agent that runs a
-``peach.LocalExecutor`` (or only talks HTTP) never loads a web server.
+``peach.LocalExecutor`` (or only talks HTTP) never loads a web server; only
+``strabo.core.serving``, imported by whoever serves an app, loads uvicorn.
 """
 
 from strabo.core.batch import Batch, Entry

@@ -11,6 +11,7 @@ protocols = ["../protocols/purchase.lsh"]   # relative to this file, or a bundle
 [mas.purchase.agents.buyer]
 roles = ["Buyer"]                # or "Purchase:Buyer" when several protocols share a role name
 token_env = "BUYER_TOKEN"        # or token = "..."
+url = "http://127.0.0.1:8401"    # peer to peer only: where this agent listens
 ```
 """
 
@@ -43,6 +44,7 @@ class AgentConfig:
     name: str
     token: str
     roles: Mapping[str, frozenset[str]]  # protocol name -> roles played
+    url: str | None = None  # where it listens, when agents enact peer to peer
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class Config:
 
 
 _MAS_FIELDS = {"protocols", "agents"}
-_AGENT_FIELDS = {"roles", "token", "token_env"}
+_AGENT_FIELDS = {"roles", "token", "token_env", "url"}
 _SERVER_FIELDS = {"policy", "batch_window_ms", "db", *LIMIT_NAMES}
 
 
@@ -212,11 +214,17 @@ def _agents(
             continue
         for key in spec:
             if key not in _AGENT_FIELDS:
-                problem(f"{here}.{key}", "unknown field (known: roles, token, token_env)")
+                problem(f"{here}.{key}", "unknown field (known: roles, token, token_env, url)")
         token = _token(spec, here, env, problem)
         roles = _roles(spec.get("roles"), protocols, here, problem)
+        url = spec.get("url")
+        if url is not None and (
+            not isinstance(url, str) or not url.startswith(("http://", "https://"))
+        ):
+            problem(f"{here}.url", f"must be an http:// or https:// URL, not {url!r}")
+            url = None
         if token is not None and roles is not None:
-            agents[name] = AgentConfig(name=name, token=token, roles=roles)
+            agents[name] = AgentConfig(name=name, token=token, roles=roles, url=url)
     return agents
 
 

@@ -1,4 +1,10 @@
-"""The PeachAdapter API, run identically on the LocalExecutor and over HTTP."""
+"""The PeachAdapter API, run identically on the LocalExecutor, over HTTP to a
+SyncServer, and peer to peer (PeerExecutor over HTTP, no server).
+
+On a SyncServer an attempt is checked against the shared state; peer to peer,
+against what the agent knows, so a test that acts on another agent's action
+first calls ``sync()``, which is harmless on a server (docs/peach.md).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ CREATE = dict(
 CREATED = dict(id="chk_1", totals=[], payment={})
 
 
-@pytest.fixture(params=["local", "http"])
+@pytest.fixture(params=["local", "http", "peer"])
 def kind(request: pytest.FixtureRequest) -> str:
     return request.param
 
@@ -116,6 +122,7 @@ async def test_rejections_carry_the_rule(kind: str) -> None:
                 )
             assert caught.value.rule == "dependency"
             await business.attempt([business.build_action("Created", {**keys, **CREATED})])
+            await platform.sync()
             with pytest.raises(ActionRejected) as caught:
                 await platform.attempt(
                     [
@@ -264,6 +271,14 @@ async def test_roles_and_names_are_checked_at_start(kind: str) -> None:
             bad_token = PeachAdapter("platform", SIMPLE, "Platform", SyncExecutor(h.url, "nope"))
             with pytest.raises(ExecutorError, match="401 this token is not valid for 'default'"):
                 await bad_token.start()
+        elif kind == "peer":
+            from peach.peer import PeerExecutor
+
+            with pytest.raises(ExecutorError, match="'default' has no agent 'stranger'"):
+                PeerExecutor("stranger", h.directory)
+            misnamed = PeachAdapter("someone", SIMPLE, "Platform", h.executor("platform"))
+            with pytest.raises(ExecutorError, match="speaks for agent 'platform'"):
+                await misnamed.start()
         else:
             stranger = PeachAdapter("stranger", SIMPLE, "Platform", h.executor("stranger"))
             with pytest.raises(ExecutorError, match="'default' has no agent 'stranger'"):
@@ -358,10 +373,12 @@ async def test_new_keys_for_sub_scopes(kind: str) -> None:
 
 async def test_restart_catches_up_silently_and_resumes_with_on_enabled(kind: str) -> None:
     async with Harness(kind, [SIMPLE], AGENTS) as h:
+        # The platform stays up (peer to peer, the business learns of its actions
+        # from the platform itself; there is no server's log to read).
         platform = h.adapter("platform", "Platform")
-        async with platform:
-            [one] = await platform.attempt([find(platform, "Create").bind(**CREATE)])
-            [two] = await platform.attempt([find(platform, "Create").bind(**CREATE)])
+        await platform.start()
+        [one] = await platform.attempt([find(platform, "Create").bind(**CREATE)])
+        [two] = await platform.attempt([find(platform, "Create").bind(**CREATE)])
         business = h.adapter("business", "Business")
         async with business:
             await business.attempt([find(business, "Created", one.keys).bind(**CREATED)])

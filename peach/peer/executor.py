@@ -1,0 +1,390 @@
+"""PeerExecutor: agents enact a protocol peer to peer, with no SyncServer.
+
+Each agent keeps its own state: the instances it performed or received. An
+attempt is checked against that state alone, written to the agent's log and
+returned; it never waits for a global decision. Then it is sent, with its
+context (what the agent knew of those enactments), to every other agent that
+plays a role in the protocol, and sent again until each acknowledges it.
+
+A receiver authenticates the sender, and accepts a message only once it holds
+the whole context and ``langshaw.decentralized.receivable`` says yes: the
+sender could have performed it on what it knew, and it agrees with what the
+receiver knows. A refused message is logged with the rule, kept in the
+receiver's log of refusals, and reported to the sender, which keeps it too.
+Duplicates are recognized by instance identity, so delivery may repeat and
+reorder messages freely. docs/peach.md says what ``attempt()`` guarantees here
+and what it does on a SyncServer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from langshaw import ActionInstance, LangshawProtocol
+from peach.errors import ActionRejected, ExecutorError
+from peach.executor import Executor, Member, _Feed
+from peach.peer import _wire as wire
+from peach.peer._inbox import Inbox
+from peach.peer._ledger import Ledger
+from peach.peer._store import PeerStore, PeerStoreError, Record, Refusal, open_peer_store
+from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory, sign
+from peach.peer.transport import Transport, Unreachable
+from peach.view import signature
+from strabo.core.batch import Batch
+
+log = logging.getLogger("strabo.peach.peer")
+
+
+class PeerExecutor(Executor):
+    """Runs the adapters of the agent ``agent`` peer to peer.
+
+    ``directory`` names the agents, their roles, addresses and secrets;
+    ``store`` is where this agent's log is kept (a SQLite path, or None for
+    memory); ``transport`` is how it reaches peers (HTTP on the directory's
+    ``url`` by default, or a :class:`MemoryNetwork`). Resending backs off from
+    ``retry_initial`` to ``retry_max`` seconds; at most ``max_waiting``
+    received messages wait for their context at once.
+    """
+
+    streams = False
+
+    def __init__(
+        self,
+        agent: str,
+        directory: Directory,
+        *,
+        store: str | Path | PeerStore | None = None,
+        transport: Transport | None = None,
+        retry_initial: float = 0.05,
+        retry_max: float = 2.0,
+        max_waiting: int = 10_000,
+    ) -> None:
+        super().__init__(directory.mas)
+        self.agent = agent
+        self.directory = directory
+        self.me = directory.peer(agent)
+        self.store = open_peer_store(store)
+        self._transport = transport
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self.max_waiting = max_waiting
+        self._ledgers: dict[str, Ledger] = {}
+        self._outbox: dict[str, set[tuple[str, int]]] = {}  # peer -> (protocol, seq)
+        self._loaded = False
+        self._senders: dict[str, asyncio.Task[None]] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self._rounds: dict[str, asyncio.Lock] = {}
+        self._inbox = Inbox(
+            agent,
+            directory,
+            self._ledgers,
+            lambda ledger, record, items: self._commit(ledger, record, items, []),
+            self._refused,
+            self._flush_to,
+            max_waiting,
+        )
+        self.progress = asyncio.Event()  # set on every acknowledgement or acceptance
+        self.refusal_listeners: list[Callable[[Refusal], None]] = []
+
+    # Reading --------------------------------------------------------------------
+
+    def refusals(self) -> list[Refusal]:
+        """Every refusal so far: of this agent's messages by peers, and of peers'
+        messages by this agent (``incoming``)."""
+        return self.store.refusals()
+
+    def outstanding(self) -> int:
+        """Messages of this agent some peer has not acknowledged yet."""
+        return sum(len(items) for items in self._outbox.values())
+
+    def waiting(self) -> int:
+        """Received messages still waiting for part of their context."""
+        return self._inbox.waiting()
+
+    # Life cycle -------------------------------------------------------------------
+
+    def _ledger(self, protocol: str) -> Ledger:
+        ledger = self._ledgers.get(protocol)
+        if ledger is None:
+            raise ExecutorError(
+                f"the directory of {self.mas!r} has no protocol {protocol!r} "
+                f"(it has {', '.join(self.directory.protocols)})"
+            )
+        return ledger
+
+    def _load(self) -> None:
+        """Rebuild every protocol's state from the log, and the outbox."""
+        try:
+            self.store.open(self.agent)
+            records = self.store.load()
+            outbox = self.store.outbox()
+        except PeerStoreError as exc:
+            raise ExecutorError(str(exc)) from None
+        if self._loaded:
+            return
+        self._ledgers.update({n: Ledger(p) for n, p in self.directory.protocols.items()})
+        by_seq = {}
+        for record in records:
+            ledger = self._ledger(record.protocol)
+            ledger.view.apply(ledger.apply(record, ledger.instances(record)))
+            by_seq[record.protocol, record.seq] = record
+        for protocol, seq, peer in outbox:
+            self._ledger(protocol).unsent[seq] = by_seq[protocol, seq]
+            self._outbox.setdefault(peer, set()).add((protocol, seq))
+        self._loaded = True
+        if records:
+            log.info(
+                "%s: resumed from its log (%d messages, %d not acknowledged by some peer)",
+                self.agent,
+                len(records),
+                len(outbox),
+            )
+
+    async def _connect(self) -> None:
+        self._load()
+        if self._transport is None:
+            from peach.peer.transport import HTTPTransport
+
+            self._transport = HTTPTransport()
+        try:
+            await self.transport.listen(self.me, self._inbox.endpoint)
+        except Unreachable as exc:
+            self.store.close()
+            raise ExecutorError(str(exc)) from None
+        for peer in self.directory.peers:
+            if peer != self.agent:
+                self._start_sender(peer)
+        await self._catch_up()
+
+    async def _disconnect(self) -> None:
+        tasks = list(self._senders.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._senders.clear()
+        await self.transport.close()
+        disconnect = getattr(self.transport, "disconnect", None)
+        if disconnect is not None:
+            disconnect(self.agent)
+        self.store.close()
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            raise ExecutorError("the executor is not started: start an adapter first")
+        return self._transport
+
+    async def _admit(self, adapter: Member) -> None:
+        if adapter.name != self.agent:
+            raise ExecutorError(
+                f"the adapter is named {adapter.name!r} but this executor speaks for agent "
+                f"{self.agent!r}: name the adapter after the agent it speaks for"
+            )
+        name = adapter.protocol.name
+        mine = self.directory.protocols.get(name)
+        if mine is None:
+            raise ExecutorError(
+                f"the directory of {self.mas!r} has no protocol {name} "
+                f"(it has {', '.join(self.directory.protocols)})"
+            )
+        if signature(mine) != signature(adapter.protocol):
+            raise ExecutorError(
+                f"{adapter!r} loads a {name} that differs from the directory's "
+                f"({mine.source}): every peer must enact the same protocol"
+            )
+        played = self.me.plays(name)
+        if adapter.role not in played:
+            raise ExecutorError(
+                f"agent {self.agent!r} does not play {adapter.role} in {name} "
+                f"(it plays {', '.join(sorted(played)) or 'nothing'})"
+            )
+
+    def _new_feed(self, protocol: LangshawProtocol) -> _Feed:
+        ledger = self._ledger(protocol.name)
+        return _Feed(self, protocol, view=ledger.view, applied=ledger.seq)
+
+    async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
+        return []  # a feed starts on the ledger's own, current view
+
+    # Acting -----------------------------------------------------------------------
+
+    async def attempt(
+        self, adapter: Member, instances: Sequence[ActionInstance]
+    ) -> list[ActionInstance]:
+        """Check against this agent's state, keep, and send: never waits for peers."""
+        if adapter not in self._adapters:
+            raise ExecutorError(
+                f"{adapter!r} is not started: use 'async with adapter:' or 'await adapter.start()'"
+            )
+        ledger = self._ledger(adapter.protocol.name)
+        items = list(instances)
+        violation = ledger.view.state.check(items, self.me.plays(ledger.protocol.name))
+        if violation is not None:
+            raise ActionRejected(violation, items)
+        recipients = self.directory.recipients(ledger.protocol.name, self.agent)
+        record = ledger.record(self.agent, items, ledger.context(items))
+        self._commit(ledger, record, items, recipients)
+        if recipients:
+            ledger.unsent[record.seq] = record
+            for peer in recipients:
+                self._outbox.setdefault(peer, set()).add((record.protocol, record.seq))
+                self._wake[peer].set()
+        return items
+
+    def _commit(
+        self, ledger: Ledger, record: Record, items: list[ActionInstance], recipients: list[str]
+    ) -> None:
+        """Write a record, then apply it: to the state and to the adapters."""
+        try:
+            self.store.append(record, recipients)
+        except Exception as exc:  # the disk is full, the file went away...
+            raise ExecutorError(f"{self.agent}: cannot write its log: {exc}") from None
+        batch = ledger.apply(record, items)
+        feed = self._feeds.get(ledger.protocol.name)
+        if feed is not None:
+            feed._apply(batch)
+        else:
+            ledger.view.apply(batch)
+        self.progress.set()
+
+    async def sync(self, adapter: Member) -> None:
+        """Ask every peer to send what it has not delivered to this agent yet, and
+        wait for it (peers that do not answer are skipped, and logged)."""
+        if adapter not in self._adapters:
+            raise ExecutorError(f"{adapter!r} is not started")
+        await self._catch_up(peers=self.directory.recipients(adapter.protocol.name, self.agent))
+
+    async def _catch_up(self, peers: list[str] | None = None) -> None:
+        names = peers if peers is not None else [p for p in self.directory.peers if p != self.agent]
+        body = wire.flush(self.mas, self.agent)
+        headers = self._headers(body)
+
+        async def ask(name: str) -> None:
+            try:
+                status, answer = await self.transport.post(
+                    self.directory.peers[name], "flush", body, headers
+                )
+            except Unreachable as exc:
+                log.info("%s: %s did not answer a catch-up request (%s)", self.agent, name, exc)
+                return
+            if status != 200:
+                log.warning(
+                    "%s: %s refused a catch-up request: %s %s",
+                    self.agent,
+                    name,
+                    status,
+                    answer.get("error", {}).get("message", ""),
+                )
+
+        await asyncio.gather(*(ask(n) for n in names))
+
+    def _headers(self, body: bytes) -> dict[str, str]:
+        return {AGENT_HEADER: self.agent, SIGNATURE_HEADER: sign(self.me.secret, body)}
+
+    # Sending ----------------------------------------------------------------------
+
+    def _start_sender(self, peer: str) -> None:
+        self._wake.setdefault(peer, asyncio.Event())
+        self._rounds.setdefault(peer, asyncio.Lock())
+        self._outbox.setdefault(peer, set())
+        if self._outbox[peer]:
+            self._wake[peer].set()
+        self._senders[peer] = asyncio.create_task(self._send_loop(peer), name=f"to {peer}")
+
+    async def _send_loop(self, peer: str) -> None:
+        delay = self.retry_initial
+        wake = self._wake[peer]
+        while True:
+            if not self._outbox[peer]:
+                wake.clear()
+                await wake.wait()
+                continue
+            done = await self._round(peer)
+            if done:
+                delay = self.retry_initial
+                continue
+            # Back off before sending again; new messages wake the loop sooner.
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), delay)
+            delay = min(delay * 2, self.retry_max)
+
+    async def _round(self, peer: str) -> bool:
+        """Send what ``peer`` has not acknowledged (up to a request's worth); True
+        when every message sent got a final answer."""
+        async with self._rounds[peer]:
+            items = sorted(self._outbox[peer])[: wire.MAX_MESSAGES]
+            if not items:
+                return True
+            records = [self._ledgers[p].unsent[seq] for p, seq in items]
+            body = wire.envelope(self.mas, self.agent, records)
+            try:
+                status, answer = await self.transport.post(
+                    self.directory.peers[peer], "messages", body, self._headers(body)
+                )
+            except Unreachable as exc:
+                log.debug("%s: %s unreachable (%s); sending again later", self.agent, peer, exc)
+                return False
+            results = answer.get("results")
+            if status != 200 or not isinstance(results, list) or len(results) != len(items):
+                message = answer.get("error", {}).get("message", "") if answer else ""
+                log.warning(
+                    "%s: %s did not take %d messages: %s %s; sending again later",
+                    self.agent,
+                    peer,
+                    len(items),
+                    status,
+                    message,
+                )
+                return False
+            final = True
+            for (protocol, seq), result in zip(items, results, strict=True):
+                verdict = result.get("status") if isinstance(result, dict) else None
+                if verdict in (wire.ACCEPTED, wire.DUPLICATE):
+                    self._acknowledged(protocol, seq, peer)
+                elif verdict == wire.REFUSED:
+                    refusal = Refusal(
+                        protocol,
+                        seq,
+                        peer,
+                        str(result.get("rule", "")),
+                        str(result.get("message", "")),
+                        incoming=False,
+                    )
+                    log.warning(
+                        "%s: %s refused %s (%s): %s",
+                        self.agent,
+                        peer,
+                        self._ledgers[protocol].unsent[seq].describe(),
+                        refusal.rule,
+                        refusal.message,
+                    )
+                    self._refused(refusal)
+                    self._acknowledged(protocol, seq, peer, stored=True)
+                else:
+                    final = False
+            return final
+
+    async def _flush_to(self, peer: str) -> int:
+        """Send ``peer`` what it lacks now (it asked); how much is still unsent."""
+        if peer in self._rounds:
+            await self._round(peer)
+        return len(self._outbox.get(peer, ()))
+
+    def _acknowledged(self, protocol: str, seq: int, peer: str, stored: bool = False) -> None:
+        if not stored:
+            self.store.acknowledged(protocol, seq, peer)
+        self._outbox[peer].discard((protocol, seq))
+        if not any((protocol, seq) in items for items in self._outbox.values()):
+            self._ledgers[protocol].unsent.pop(seq, None)
+        self.progress.set()
+
+    def _refused(self, refusal: Refusal) -> None:
+        self.store.refused(refusal)
+        for listener in self.refusal_listeners:
+            listener(refusal)
+        self.progress.set()

@@ -1,0 +1,162 @@
+"""How peers reach each other: HTTP, or an in-memory network for tests.
+
+A transport does two things: it lets an agent receive (its ``endpoint``, the
+one function that authenticates, parses and answers a request, whatever
+carried it), and it posts a signed body to a peer. :class:`HTTPTransport`
+serves the endpoint with Starlette on the peer's ``url`` and posts with httpx;
+:class:`MemoryNetwork` calls the endpoint directly, and can drop, duplicate and
+delay messages (seeded, so a failing run can be replayed) to test what
+at-least-once delivery promises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+from peach.peer._wire import Endpoint
+from peach.peer.directory import Peer
+
+
+class Unreachable(Exception):
+    """The peer did not answer (not listening, connection lost, timed out): the
+    message may or may not have arrived, so it is sent again later."""
+
+
+class Transport(Protocol):
+    async def listen(self, peer: Peer, endpoint: Endpoint) -> None:
+        """Start receiving as ``peer`` (until :meth:`close`)."""
+
+    async def post(
+        self, peer: Peer, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, Any]]:
+        """Send ``body`` to ``peer``; raises :class:`Unreachable` without an answer."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class Faults:
+    """What a :class:`MemoryNetwork` does to each request, by probability: lose it
+    before it arrives (``drop``), lose the answer after it was handled
+    (``lose_answer``), deliver it twice (``duplicate``), hold it for up to
+    ``delay`` seconds first (which reorders messages)."""
+
+    drop: float = 0.0
+    lose_answer: float = 0.0
+    duplicate: float = 0.0
+    delay: float = 0.0
+    seed: int = 0
+
+
+class MemoryNetwork:
+    """Peers in one process, reaching each other by name. Share one network
+    between the executors of a test; give it :class:`Faults` to misbehave."""
+
+    def __init__(self, faults: Faults | None = None) -> None:
+        self.faults = faults or Faults()
+        self._random = random.Random(self.faults.seed)
+        self._endpoints: dict[str, Endpoint] = {}
+        self.requests = 0  # handled, for tests to wait on progress
+
+    async def listen(self, peer: Peer, endpoint: Endpoint) -> None:
+        self._endpoints[peer.name] = endpoint
+
+    def disconnect(self, name: str) -> None:
+        """The agent ``name`` stops receiving (as if its process died)."""
+        self._endpoints.pop(name, None)
+
+    async def post(
+        self, peer: Peer, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, Any]]:
+        faults, chance = self.faults, self._random.random
+        if faults.delay:
+            await asyncio.sleep(chance() * faults.delay)  # simulated latency: reorders
+        endpoint = self._endpoints.get(peer.name)
+        if endpoint is None:
+            raise Unreachable(f"{peer.name} is not listening")
+        if chance() < faults.drop:
+            raise Unreachable(f"the request to {peer.name} was lost")
+        answer = await endpoint(path, headers, body)
+        self.requests += 1
+        if chance() < faults.duplicate:
+            answer = await endpoint(path, headers, body)
+        if chance() < faults.lose_answer:
+            raise Unreachable(f"the answer of {peer.name} was lost")
+        return answer
+
+    async def close(self) -> None:
+        """Endpoints are removed by :meth:`disconnect`; the network itself stays."""
+
+
+class HTTPTransport:
+    """Peers over HTTP: this agent serves its endpoint on the ``url`` its entry in
+    the directory gives, and posts to the peers' ``url``."""
+
+    def __init__(self, timeout: float = 10.0) -> None:
+        self.timeout = timeout
+        self._client: httpx.AsyncClient | None = None
+        self._server: contextlib.AsyncExitStack | None = None
+        self.url: str | None = None
+
+    async def listen(self, peer: Peer, endpoint: Endpoint) -> None:
+        from peach.peer._app import create_app
+        from strabo.core.serving import serve
+
+        if peer.url is None:
+            raise Unreachable(
+                f"agent {peer.name!r} has no url in the directory: give it one to listen on"
+            )
+        parts = urlsplit(peer.url)
+        stack = contextlib.AsyncExitStack()
+        try:
+            self.url = await stack.enter_async_context(
+                serve(create_app(endpoint), host=parts.hostname or "127.0.0.1", port=parts.port)
+            )
+        except OSError as exc:
+            await stack.aclose()
+            raise Unreachable(f"cannot listen on {peer.url}: {exc.strerror or exc}") from None
+        self._server = stack
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=5.0))
+        return self._client
+
+    async def post(
+        self, peer: Peer, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, Any]]:
+        if peer.url is None:
+            raise Unreachable(f"agent {peer.name!r} has no url in the directory")
+        try:
+            response = await self.client.post(
+                f"{peer.url.rstrip('/')}/peer/{path}",
+                content=body,
+                headers={**headers, "content-type": "application/json"},
+            )
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"{peer.name} at {peer.url}: {exc!r}") from None
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = {}
+        if not isinstance(answer, dict):
+            answer = {}
+        return response.status_code, answer
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        if self._server is not None:
+            await self._server.aclose()
+            self._server = None
