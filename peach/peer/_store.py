@@ -158,6 +158,11 @@ class SQLitePeerStore(PeerStore):
             raise PeerStoreError(f"{self.path}: cannot open the database: {exc}") from None
         self._db = db
         self.agent = agent
+        rows = db.execute(
+            "SELECT protocol, seq, peer, rule, message, incoming FROM refusals ORDER BY rowid"
+        ).fetchall()
+        # Kept in memory too, so that they can be read after the agent stopped.
+        self._refusals = [Refusal(p, s, peer, rule, m, bool(i)) for p, s, peer, rule, m, i in rows]
 
     def close(self) -> None:
         if self._db is not None:
@@ -182,12 +187,6 @@ class SQLitePeerStore(PeerStore):
     def outbox(self) -> list[tuple[str, int, str]]:
         rows = self.db.execute("SELECT protocol, seq, peer FROM outbox ORDER BY 1, 2, 3")
         return [(p, s, r) for p, s, r in rows.fetchall()]
-
-    def refusals(self) -> list[Refusal]:
-        rows = self.db.execute(
-            "SELECT protocol, seq, peer, rule, message, incoming FROM refusals ORDER BY rowid"
-        ).fetchall()
-        return [Refusal(p, s, peer, rule, m, bool(i)) for p, s, peer, rule, m, i in rows]
 
     def append(self, record: Record, recipients: list[str]) -> None:
         db = self.db
@@ -215,6 +214,7 @@ class SQLitePeerStore(PeerStore):
 
     def refused(self, refusal: Refusal) -> None:
         db = self.db
+        self._refusals.append(refusal)
         with db:
             db.execute("BEGIN")
             db.execute(
