@@ -126,7 +126,7 @@ def test_layers_point_one_way(layer: str) -> None:
 
 def test_an_agent_loads_no_web_server() -> None:
     code = (
-        "import sys, peach, peach.local, peach.http, peach.llm\n"
+        "import sys, peach, peach.local, peach.http, peach.llm, peach.peer\n"
         "loaded = {m.split('.')[0] for m in sys.modules}\n"
         "print(sorted(loaded & {'starlette', 'uvicorn', 'syncserver'}))\n"
     )
