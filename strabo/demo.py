@@ -2,15 +2,25 @@
 
 A SyncServer and (unless ``--merchant`` names another) the bundled UCP merchant
 are served on loopback ports; the Platform agent and the Business proxy connect
-to the SyncServer over HTTP, and the proxy to the merchant. The trace shows each
-Langshaw action as it is finalized and each HTTP call the proxy makes.
+to the SyncServer over HTTP, and the proxy to the merchant. With ``--executor
+peer`` no SyncServer runs: each agent is a ``PeerExecutor`` serving its own
+endpoint on a loopback port, and they send each other what they perform. The
+trace shows each Langshaw action as it is finalized (peer to peer: as the
+Platform performs or accepts it) and each HTTP call the proxy makes.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from peach.peer import PeerExecutor, Refusal
+
+EXECUTORS = ("syncserver", "peer")
 
 DESCRIPTION = """\
 Run one whole UCP checkout with embedded parts: a SyncServer, the bundled UCP
@@ -19,6 +29,13 @@ merchant, the Business proxy and the Platform agent, all on loopback.
 It prints each Langshaw action as it is finalized (performer and keys), each
 HTTP call the proxy makes (method, path, status), and a summary: checkout id,
 order id and totals. Exit status 0 when the checkout completed.
+
+With --executor peer there is no SyncServer: the Platform and the Business
+proxy each run a PeerExecutor (peach.peer) with its log in memory, serve their
+own endpoint on a loopback port and send each other what they perform. Each
+agent checks its attempts against its own state alone, so there is no
+finalization policy to choose (--policy is for the SyncServer only). The trace
+numbers the actions in the Platform's own log.
 
 To use another UCP merchant (the UCP samples' Python reference server, say),
 give its base URL with --merchant; it must speak UCP 2026-01-11 and sell the
@@ -40,10 +57,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "one version per change",
     )
     parser.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="syncserver",
+        help="how the agents enact the protocol: through a SyncServer (default), or "
+        "peer to peer with no SyncServer (a PeerExecutor per agent, over HTTP on loopback)",
+    )
+    parser.add_argument(
         "--policy",
         choices=["instant", "batched"],
-        default="instant",
-        help="the SyncServer's finalization policy (default instant)",
+        default=None,
+        help="the SyncServer's finalization policy (default instant); not with "
+        "--executor peer, which has no SyncServer",
     )
     parser.add_argument(
         "--timeout",
@@ -60,15 +85,35 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="  ! %(name)s: %(message)s")
     logging.getLogger("strabo.merchant").setLevel(logging.ERROR)
-    return asyncio.run(demo(args.protocol, args.policy, args.merchant, args.timeout))
+    if args.executor == "peer" and args.policy is not None:
+        print(
+            "strabo demo: --policy is the SyncServer's finalization policy, and "
+            "--executor peer runs no SyncServer (each agent's attempt is final on its "
+            "own log): drop --policy",
+            file=sys.stderr,
+        )
+        return 2
+    return asyncio.run(
+        demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor)
+    )
 
 
-async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: float) -> int:
+async def demo(
+    protocol_name: str,
+    policy: str | None,
+    merchant: str | None,
+    seconds: float,
+    *,
+    executor: str = "syncserver",
+) -> int:
+    """Run one checkout; 0 when it completed. ``executor`` is "syncserver" (one
+    embedded, with ``policy``, default instant) or "peer" (no SyncServer: a
+    PeerExecutor per agent; ``policy`` must be None)."""
     import asyncio
     import contextlib
 
     from langshaw import LangshawProtocol
-    from peach import SyncExecutor
+    from peach import Executor, SyncExecutor
     from strabo import serve
     from strabo.merchant import create_app as merchant_app
     from strabo.proxy import ProxyError, ProxyRequest, Route
@@ -77,8 +122,11 @@ async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: f
     from strabo.ucp.incremental_proxy import incremental_proxy
     from strabo.ucp.platform_agent import PROTOCOL as ATOMIC
     from strabo.ucp.platform_agent import platform_agent
-    from syncserver import SyncServer, create_app
 
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+    if executor == "peer" and policy is not None:
+        raise ValueError("a finalization policy is the SyncServer's: give none with peer")
     if protocol_name == "atomic":
         protocol = LangshawProtocol.load(ATOMIC)
         make_platform, make_proxy = platform_agent, business_proxy
@@ -87,25 +135,42 @@ async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: f
 
         protocol = LangshawProtocol.load(INCREMENTAL)
         make_platform, make_proxy = incremental_platform, incremental_proxy
-    server = SyncServer.embedded(
-        [protocol], {"platform": ["Platform"], "business": ["Business"]}, policy=policy
-    )
+    roles = {"platform": ["Platform"], "business": ["Business"]}
     failures: list[str] = []
+    executors: dict[str, Executor] = {}
+    peers: dict[str, PeerExecutor] = {}
 
     async with contextlib.AsyncExitStack() as stack:
-        sync_url = await stack.enter_async_context(serve(create_app(server)))
+        if executor == "peer":
+            peers = _peers(protocol, roles)
+            executors = dict(peers)
+            header = [f"strabo demo: a UCP checkout with {protocol.name}, peer to peer"]
+            header += [
+                f"  {name:<11} {peer.me.url} (peer to peer, no SyncServer, log in memory)"
+                for name, peer in peers.items()
+            ]
+        else:
+            from syncserver import SyncServer, create_app
+
+            policy = policy or "instant"
+            server = SyncServer.embedded([protocol], roles, policy=policy)
+            sync_url = await stack.enter_async_context(serve(create_app(server)))
+            executors = {name: SyncExecutor(sync_url, name) for name in roles}
+            header = [
+                f"strabo demo: a UCP checkout with {protocol.name}, {policy} finalization",
+                f"  SyncServer  {sync_url} (log in memory)",
+            ]
         merchant_url: str = (
             merchant if merchant else await stack.enter_async_context(serve(merchant_app()))
         )
-        print(f"strabo demo: a UCP checkout with {protocol.name}, {policy} finalization")
-        print(f"  SyncServer  {sync_url} (log in memory)")
+        print("\n".join(header))
         print(f"  merchant    {merchant_url} ({'external' if merchant else 'bundled'})\n")
         if merchant and not await _reachable(merchant_url):
             print(f"strabo demo: no UCP merchant answers at {merchant_url}", file=sys.stderr)
             return 1
 
-        proxy = make_proxy(SyncExecutor(sync_url, "business"), merchant_url)
-        platform, done = make_platform(SyncExecutor(sync_url, "platform"))
+        proxy = make_proxy(executors["business"], merchant_url)
+        platform, done = make_platform(executors["platform"])
         platform.listeners.append(lambda batch, newly: _print_batch(protocol, batch))
         proxy.http_listeners.append(_print_http)
 
@@ -114,12 +179,26 @@ async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: f
             failures.append(f"{route.trigger}: {error.message}")
             done.set()
 
+        def refusals(agent: str) -> Callable[[Refusal], None]:
+            def refused(refusal: Refusal) -> None:  # peer to peer: the enactment diverged
+                by, of = (agent, refusal.peer) if refusal.incoming else (refusal.peer, agent)
+                failures.append(
+                    f"{by} refused a message of {of} ({refusal.rule}): {refusal.message}"
+                )
+                done.set()
+
+            return refused
+
+        for name, peer in peers.items():
+            peer.refusal_listeners.append(refusals(name))
+
         async with proxy, platform:
             try:
                 await asyncio.wait_for(done.wait(), seconds)
             except TimeoutError:
                 failures.append(f"the checkout did not complete within {seconds:g} s")
             await platform.drain()
+            await _delivered(list(peers.values()))
             history = [i for root in platform.enactments() for _, i, _ in platform.history(root)]
 
         if failures or not any(i.name == "Completed" for i in history):
@@ -135,6 +214,47 @@ async def demo(protocol_name: str, policy: str, merchant: str | None, seconds: f
     print(f"  order     {(order or {}).get('id')}")
     print(f"  totals    {_totals(session)}")
     return 0
+
+
+def _peers(protocol: Any, roles: dict[str, list[str]]) -> dict[str, PeerExecutor]:
+    """A PeerExecutor per agent, each to serve its endpoint on a free loopback
+    port, with its log in memory; the directory is built here, with a secret of
+    the run's own for each agent."""
+    import secrets
+
+    from peach.peer import Directory, PeerExecutor
+    from strabo.serving import free_port
+
+    directory = Directory.of(
+        [protocol],
+        {
+            name: {
+                "roles": played,
+                "token": secrets.token_hex(16),
+                "url": f"http://127.0.0.1:{free_port()}",
+            }
+            for name, played in roles.items()
+        },
+        mas="default",
+    )
+    return {name: PeerExecutor(name, directory) for name in roles}
+
+
+async def _delivered(peers: list[PeerExecutor], seconds: float = 5.0) -> None:
+    """Peer to peer: wait (a little) until each agent's peers have acknowledged
+    what it performed, so that stopping does not cut a delivery short."""
+    import asyncio
+    import contextlib
+
+    async def wait() -> None:
+        for peer in peers:
+            while peer.outstanding():
+                peer.progress.clear()  # set again on every acknowledgement
+                if peer.outstanding():
+                    await peer.progress.wait()
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wait(), seconds)
 
 
 def _print_batch(protocol: Any, batch: Any) -> None:

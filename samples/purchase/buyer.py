@@ -1,6 +1,7 @@
 """The Buyer: asks for quotes, accepts the cheapest within budget, confirms delivery.
 
 python -m samples.purchase.buyer --count 3
+python -m samples.purchase.buyer --count 3 --peer --store buyer.db   # no SyncServer
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from samples.purchase._common import adapter, arguments, main
+from samples.purchase._common import adapter, arguments, delivered, main
 
 WISHES = [("pen", 10), ("notebook", 8), ("stapler", 20), ("lamp", 40)]
 
@@ -60,6 +61,7 @@ async def run(args) -> int:
                 f"buyer: asked for a {item} (budget {budget}) as {sent.bindings['ID']}", flush=True
             )
         await all_done.wait()
+        await delivered(buyer)  # peer to peer: the last Completed reaches the others
     return 0
 
 

@@ -1,6 +1,7 @@
 """The Seller: quotes from its price list, ships what was bought from it.
 
 python -m samples.purchase.seller
+python -m samples.purchase.seller --peer --store seller.db   # no SyncServer
 """
 
 from __future__ import annotations

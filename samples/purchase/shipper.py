@@ -1,6 +1,7 @@
 """The Shipper: delivers whatever was shipped.
 
 python -m samples.purchase.shipper
+python -m samples.purchase.shipper --peer --store shipper.db   # no SyncServer
 """
 
 from __future__ import annotations

@@ -1,34 +1,70 @@
-"""Whole UCP checkouts over real HTTP: SyncServer, bundled merchant, proxy, platform."""
+"""Whole UCP checkouts over real HTTP: SyncServer, bundled merchant, proxy, platform;
+and the same peer to peer, with no SyncServer."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 
 from langshaw import ActionInstance
-from peach import SyncExecutor
+from peach import Executor, SyncExecutor
+from peach.peer import Directory, PeerExecutor
 from strabo import demo, serve
 from strabo.merchant import create_app, merchant_of
 from strabo.proxy import ProxyError, Route
+from strabo.serving import free_port
 from strabo.ucp import platform_agent as platform_module
 from strabo.ucp.business_proxy import business_proxy
 from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from syncserver import create_app as syncserver_app
-from tests.conftest import load
+from tests.conftest import ROOT, load
+
+# How the demo runs: on a SyncServer with either policy, or peer to peer.
+EXECUTORS = [("syncserver", "instant"), ("syncserver", "batched"), ("peer", None)]
 
 
-@pytest.mark.parametrize("policy", ["instant", "batched"])
+@pytest.fixture
+def no_syncserver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any SyncServer or SyncExecutor made from now on fails the test."""
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("peer to peer, yet a SyncServer or SyncExecutor was made")
+
+    monkeypatch.setattr(SyncServer, "__init__", refuse)
+    monkeypatch.setattr(SyncExecutor, "__init__", refuse)
+
+
+@pytest.mark.parametrize(("executor", "policy"), EXECUTORS)
 @pytest.mark.parametrize("protocol", ["atomic", "incremental"])
 async def test_the_demo_completes_a_checkout(
-    protocol: str, policy: str, capsys: pytest.CaptureFixture[str]
+    protocol: str,
+    executor: str,
+    policy: str | None,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
-    code = await demo.demo(protocol, policy, None, 30.0)
+    if executor == "peer":
+        request.getfixturevalue("no_syncserver")
+    code = await demo.demo(protocol, policy, None, 30.0, executor=executor)
     out = capsys.readouterr().out
     assert code == 0, out
+    header = out.split("\n\n")[0]
+    if executor == "peer":
+        assert header.splitlines()[0].endswith(", peer to peer")
+        assert "SyncServer  http" not in out and "finalization" not in header
+        assert re.search(r"platform +http://127\.0\.0\.1:\d+ \(peer to peer, no SyncServer", header)
+        assert re.search(r"business +http://127\.0\.0\.1:\d+ \(peer to peer, no SyncServer", header)
+    else:
+        assert header.splitlines()[0].endswith(f", {policy} finalization")
+        assert re.search(r"SyncServer  http://127\.0\.0\.1:\d+", header)
     actions = re.findall(r"#\d+\s+(\w+)\s+by (\w+)", out)
     if protocol == "atomic":
         assert actions == [
@@ -57,11 +93,37 @@ async def test_the_demo_completes_a_checkout(
     assert "subtotal 38.00, fulfillment 0.00, discount -3.80, total 34.20 USD" in out
 
 
-async def shop(payment: dict | None = None, items: list | None = None):
-    """A checkout with the given payment and items; returns (history, proxy errors, orders)."""
-    server = SyncServer.embedded(
-        [load("atomic-ucp.lsh")], {"platform": ["Platform"], "business": ["Business"]}
+def test_the_demo_command_peer_to_peer() -> None:
+    """`strabo demo --executor peer`, the command itself; --policy makes no sense there."""
+    command = [sys.executable, "-m", "strabo.cli", "demo", "--executor", "peer"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=90, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SimpleUCP, peer to peer" in result.stdout and "SyncServer  http" not in result.stdout
+    assert re.search(r"checkout  \S+ \(completed\)", result.stdout)
+    refused = subprocess.run(
+        [*command, "--policy", "batched"], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "--executor peer runs no SyncServer" in refused.stderr
+
+
+async def test_the_demo_refuses_a_policy_peer_to_peer() -> None:
+    with pytest.raises(ValueError, match="policy"):
+        await demo.demo("atomic", "batched", None, 5.0, executor="peer")
+    with pytest.raises(ValueError, match="executor must be one of syncserver, peer"):
+        await demo.demo("atomic", None, None, 5.0, executor="p2p")
+
+
+@pytest.fixture(params=["syncserver", "peer"])
+def executor(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def shop(executor: str, payment: dict | None = None, items: list | None = None):
+    """A checkout with the given payment and items, on a SyncServer or peer to peer;
+    returns (history, proxy errors, orders)."""
+    protocol = load("atomic-ucp.lsh")
+    roles = {"platform": ["Platform"], "business": ["Business"]}
     merchant = create_app()
     errors: list[tuple[int | None, str]] = []
     old = platform_module.SAMPLE_PAYMENT_DATA, platform_module.SAMPLE_LINE_ITEMS
@@ -70,9 +132,24 @@ async def shop(payment: dict | None = None, items: list | None = None):
     if items is not None:
         platform_module.SAMPLE_LINE_ITEMS = items
     try:
-        async with serve(syncserver_app(server)) as sync_url, serve(merchant) as merchant_url:
-            proxy = business_proxy(SyncExecutor(sync_url, "business"), merchant_url)
-            platform, done = platform_agent(SyncExecutor(sync_url, "platform"))
+        async with contextlib.AsyncExitStack() as stack:
+            to: dict[str, Executor]
+            if executor == "peer":
+                directory = Directory.of(
+                    [protocol],
+                    {
+                        n: {"roles": r, "token": f"{n}-t", "url": f"http://127.0.0.1:{free_port()}"}
+                        for n, r in roles.items()
+                    },
+                )
+                to = {n: PeerExecutor(n, directory) for n in roles}
+            else:
+                server = SyncServer.embedded([protocol], roles)
+                sync_url = await stack.enter_async_context(serve(syncserver_app(server)))
+                to = {n: SyncExecutor(sync_url, n) for n in roles}
+            merchant_url = await stack.enter_async_context(serve(merchant))
+            proxy = business_proxy(to["business"], merchant_url)
+            platform, done = platform_agent(to["platform"])
 
             @proxy.on_error
             async def heard(
@@ -90,20 +167,20 @@ async def shop(payment: dict | None = None, items: list | None = None):
     return history, errors, merchant_of(merchant).orders()
 
 
-async def test_a_declined_payment_is_reported_and_no_order_is_made() -> None:
+async def test_a_declined_payment_is_reported_and_no_order_is_made(executor: str) -> None:
     declined = {
         **platform_module.SAMPLE_PAYMENT_DATA,
         "credential": {"type": "token", "token": "fail_token"},
     }
-    history, errors, orders = await shop(payment=declined)
+    history, errors, orders = await shop(executor, payment=declined)
     assert [i.name for i in history] == ["Create", "Created", "Complete"]
     assert errors and errors[0][0] == 402
     assert orders == []
 
 
-async def test_an_unknown_item_fails_the_checkout_with_the_reason() -> None:
+async def test_an_unknown_item_fails_the_checkout_with_the_reason(executor: str) -> None:
     history, errors, orders = await shop(
-        items=[{"item": {"id": "pink_wumpus", "title": "W"}, "quantity": 1}]
+        executor, items=[{"item": {"id": "pink_wumpus", "title": "W"}, "quantity": 1}]
     )
     assert [i.name for i in history] == ["Create", "Failed"]
     reason = history[-1]["reason"]
@@ -115,11 +192,15 @@ async def test_an_unknown_item_fails_the_checkout_with_the_reason() -> None:
     not os.environ.get("UCP_MERCHANT_URL"),
     reason="set UCP_MERCHANT_URL to a running UCP merchant to run this test",
 )
+@pytest.mark.parametrize(("executor", "policy"), [("syncserver", "instant"), ("peer", None)])
 @pytest.mark.parametrize("protocol", ["atomic", "incremental"])
 async def test_the_demo_against_an_external_merchant(
-    protocol: str, capsys: pytest.CaptureFixture[str]
+    protocol: str, executor: str, policy: str | None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = await demo.demo(protocol, "instant", os.environ["UCP_MERCHANT_URL"], 60.0)
+    url = os.environ["UCP_MERCHANT_URL"]
+    code = await demo.demo(protocol, policy, url, 60.0, executor=executor)
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "(completed)" in out
+    assert f"merchant    {url} (external)" in out
+    assert ("peer to peer" in out) == (executor == "peer")
+    assert re.search(r"checkout  \S+ \(completed\)", out)
