@@ -250,13 +250,16 @@ class Executor:
             self._open = False
             await self._disconnect()
 
-    async def attempt(
-        self, adapter: Member, instances: Sequence[ActionInstance]
-    ) -> list[ActionInstance]:
+    def _started(self, adapter: Member) -> None:
         if adapter not in self._adapters:
             raise ExecutorError(
                 f"{adapter!r} is not started: use 'async with adapter:' or 'await adapter.start()'"
             )
+
+    async def attempt(
+        self, adapter: Member, instances: Sequence[ActionInstance]
+    ) -> list[ActionInstance]:
+        self._started(adapter)
         attempt_id = f"{self._attempt_prefix}{next(self._attempt_count)}"
         delay = 0.1
         for tries in range(self.retries + 1):

@@ -216,10 +216,7 @@ class PeerExecutor(Executor):
         self, adapter: Member, instances: Sequence[ActionInstance]
     ) -> list[ActionInstance]:
         """Check against this agent's state, keep, and send: never waits for peers."""
-        if adapter not in self._adapters:
-            raise ExecutorError(
-                f"{adapter!r} is not started: use 'async with adapter:' or 'await adapter.start()'"
-            )
+        self._started(adapter)
         ledger = self._ledger(adapter.protocol.name)
         items = list(instances)
         violation = ledger.view.state.check(items, self.me.plays(ledger.protocol.name))
