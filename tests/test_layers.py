@@ -94,8 +94,10 @@ ALLOWED = {
     "peach": {"langshaw", "strabo.core"},
     "syncserver": {"langshaw", "strabo.core"},
     "strabo.proxy": {"langshaw", "strabo.core", "peach"},
-    "strabo.ucp": {"langshaw", "strabo.core", "peach", "strabo.proxy", "strabo.bundled"},
-    "strabo.merchant": set(),
+    "strabo.ucpwire": set(),
+    "strabo.ucp": {
+        "langshaw", "strabo.core", "peach", "strabo.proxy", "strabo.bundled", "strabo.ucpwire"},
+    "strabo.merchant": {"strabo.ucpwire"},
 }
 
 

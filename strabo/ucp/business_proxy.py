@@ -21,29 +21,31 @@ import logging
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor
 from strabo.bundled import path as bundled_protocol
-from strabo.proxy import ProxyError
 from strabo.ucp.checkout import (
     MAPPING,
     RETRY,
     BusinessProxy,
-    cancel_quietly,
-    cart,
-    checkout_of,
+    open_checkout,
     shipping_steps,
     ucp_header_hook,
-    with_step,
 )
 
 log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("atomic-ucp")
 
 
-def business_proxy(executor: Executor, merchant_url: str, name: str = "business") -> BusinessProxy:
+def business_proxy(
+    executor: Executor, merchant_url: str, name: str = "business",
+    *, ucp_version: str | None = None
+) -> BusinessProxy:
+    """The SimpleUCP Business for the merchant at ``merchant_url``, speaking
+    ``ucp_version`` (None: the newest its profile offers, see BusinessProxy)."""
     protocol = LangshawProtocol.load(PROTOCOL)
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["cid"],
-        header_hook=ucp_header_hook, exclude=["Create"], **RETRY)
+        header_hook=ucp_header_hook, exclude=["Create"], ucp_version=ucp_version,
+        **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
     proxy.route("Update->>Updated", "PUT-/checkout-sessions/{id}", request=MAPPING)
     proxy.route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete")
@@ -51,24 +53,8 @@ def business_proxy(executor: Executor, merchant_url: str, name: str = "business"
 
     @proxy.observation("Create")
     async def on_create(action: ActionInstance, performer: str) -> None:
-        if performer == proxy.name:
-            return
-        session = None
-        try:
-            first, *more = shipping_steps(action.get("fulfillment_pref"))
-            session = checkout_of(await proxy.request(
-                "Create", with_step(action.bindings, first)), "Create")
-            for step in more:
-                session = checkout_of(await proxy.request("Update", with_step({
-                    **action.bindings, "id": session["id"], "line_items": cart(session)},
-                    step)), "Update")
-        except ProxyError as error:
-            if session is not None:  # do not leave a half-made session open
-                await cancel_quietly(proxy, session["id"])
-            await proxy.fail("Create", action, error)  # Failed(reason), see RETRY
-            return
-        # An answer that does not fit the protocol's types is a Failed too.
-        await proxy.reply("Create", action, {**action.bindings, **session})
+        if performer != proxy.name:
+            await open_checkout(proxy, action)
 
     return proxy
 

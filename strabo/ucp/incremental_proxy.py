@@ -68,12 +68,14 @@ def escalation(error: ProxyError, trigger: ActionInstance) -> dict[str, Any]:
 
 
 def incremental_proxy(
-    executor: Executor, merchant_url: str, name: str = "business"
+    executor: Executor, merchant_url: str, name: str = "business",
+    *, ucp_version: str | None = None
 ) -> BusinessProxy:
     protocol = LangshawProtocol.load(PROTOCOL)
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
-        base_url=merchant_url, internal=["eid", "v"], header_hook=ucp_header_hook, **RETRY)
+        base_url=merchant_url, internal=["eid", "v"], header_hook=ucp_header_hook,
+        ucp_version=ucp_version, **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions",
                 response={"payment_config": "$.payment"})
     proxy.route("Get", "GET-/checkout-sessions/{id}")

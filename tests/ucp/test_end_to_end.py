@@ -85,7 +85,9 @@ async def test_the_demo_completes_a_checkout(
             "Completed",
         ]
     calls = re.findall(r"HTTP (\w+)\s+(\S+)\s+(\d+)", out)
-    assert calls[0][:1] == ("POST",) and calls[0][2] == "201"
+    # The proxy reads the merchant's profile first, for the UCP version to speak.
+    assert calls[0] == ("GET", "/.well-known/ucp", "200")
+    assert calls[1][:1] == ("POST",) and calls[1][2] == "201"
     assert calls[-1][0] == "POST" and calls[-1][1].endswith("/complete") and calls[-1][2] == "200"
     assert re.search(r"checkout  \S+ \(completed\)", out)
     assert re.search(r"order     [0-9a-f-]{36}", out)
