@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._app import create_app, merchant_of
+    from ._csvdata import load_data_dir
     from ._errors import UcpError
     from ._payment import FAIL_TOKEN, FRAUD_TOKEN, MOCK_HANDLER, SUCCESS_TOKEN
     from .catalog import DEFAULT_CATALOG, Catalog, CatalogError, load_catalog
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "create_app": "._app",
     "merchant_of": "._app",
+    "load_data_dir": "._csvdata",
     "UcpError": "._errors",
     "FAIL_TOKEN": "._payment",
     "FRAUD_TOKEN": "._payment",
@@ -56,6 +58,7 @@ __all__ = [
     "UcpError",
     "create_app",
     "load_catalog",
+    "load_data_dir",
     "merchant_of",
 ]
 

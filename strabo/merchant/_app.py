@@ -6,6 +6,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
+from ._csvdata import load_data_dir
 from ._errors import EXCEPTION_HANDLERS
 from ._routes import Endpoints
 from ._webhooks import AgentProfiles
@@ -16,6 +17,7 @@ from .merchant import Merchant
 def create_app(
     catalog: str | Path | Catalog | None = None,
     *,
+    data_dir: str | Path | None = None,
     base_url: str | None = None,
     simulation_secret: str | None = None,
     profile_timeout: float = 3.0,
@@ -23,15 +25,23 @@ def create_app(
     """A Starlette app serving one new merchant with its own in-memory state.
 
     ``catalog`` is a catalog file (or an already loaded :class:`Catalog`); the bundled
-    flower shop when None. ``base_url`` is the URL agents reach the server at, used
-    in the discovery profile and order links; when None it is taken from each
-    request. ``simulation_secret`` guards ``/testing/simulate-shipping`` (a random
-    one, readable as ``merchant_of(app).simulation_secret``, when None).
+    flower shop when None. ``data_dir`` is a directory of CSV files instead (the UCP
+    conformance format, see ``_csvdata``); give one or the other. ``base_url`` is
+    the URL agents reach the server at, used in the discovery profile and order
+    links; when None it is taken from each request. ``simulation_secret`` guards
+    ``/testing/simulate-shipping`` (a random one, readable as
+    ``merchant_of(app).simulation_secret``, when None).
     ``profile_timeout`` bounds the fetch of an agent's profile, in seconds.
 
-    Raises :class:`CatalogError` for a catalog file that cannot be used.
+    Raises :class:`CatalogError` for a catalog file or data directory that cannot be
+    used, and ValueError when given both.
     """
-    shop = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    if data_dir is not None:
+        if catalog is not None:
+            raise ValueError("give a catalog or a data directory, not both")
+        shop = load_data_dir(data_dir)
+    else:
+        shop = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     merchant = Merchant(shop, simulation_secret=simulation_secret)
     endpoints = Endpoints(
         merchant, base_url=base_url, profiles=AgentProfiles(timeout=profile_timeout)

@@ -8,8 +8,10 @@ update leaves the session as it was.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from . import _fulfillment, _pricing
+from ._addressbook import AddressBook
 from ._errors import invalid
 from .catalog import Catalog
 from .wire import (
@@ -18,6 +20,7 @@ from .wire import (
     Checkout,
     CheckoutCreateRequest,
     CheckoutUpdateRequest,
+    Destination,
     Discounts,
     PaymentRequest,
     PaymentState,
@@ -55,6 +58,14 @@ def reprice(checkout: Checkout, catalog: Catalog) -> None:
     checkout.totals = _pricing.totals(merchandise, shipping, applied)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """A session as an operation left it, and addresses to save for its buyer."""
+
+    checkout: Checkout
+    learnt: tuple[Destination, ...] = ()
+
+
 def create(
     catalog: Catalog,
     request: CheckoutCreateRequest,
@@ -62,7 +73,8 @@ def create(
     *,
     checkout_id: str,
     webhook_url: str | None,
-) -> Checkout:
+    book: AddressBook,
+) -> Outcome:
     """A new open session for ``request``; raises on unknown items, stock, currency."""
     items = _pricing.line_items(catalog, request.line_items, keep_ids=False)
     _pricing.check_stock(items, stock)
@@ -78,13 +90,14 @@ def create(
         discounts=Discounts(codes=request.discounts.codes if request.discounts else None),
         platform=Platform(webhook_url=webhook_url) if webhook_url else None,
     )
+    learnt: tuple[Destination, ...] = ()
     if request.fulfillment is not None:
         email = checkout.buyer.email if checkout.buyer else None
-        saved = _fulfillment.saved_destinations(catalog, email)
-        checkout.fulfillment, chosen = _fulfillment.merge(request.fulfillment, None, saved)
-        _fulfillment.refresh(checkout.fulfillment, catalog, items, chosen_now=chosen)
+        merged = _fulfillment.merge(request.fulfillment, None, book.saved(email))
+        checkout.fulfillment, learnt = merged.fulfillment, merged.learnt
+        _fulfillment.refresh(checkout.fulfillment, catalog, items, chosen_now=merged.chosen_now)
     reprice(checkout, catalog)
-    return checkout
+    return Outcome(checkout, learnt)
 
 
 def update(
@@ -94,7 +107,8 @@ def update(
     stock: Mapping[str, int],
     *,
     webhook_url: str | None,
-) -> Checkout:
+    book: AddressBook,
+) -> Outcome:
     """``current`` changed as ``request`` says (a full replacement of the cart).
 
     Line items, currency and payment are replaced; buyer, discount codes and
@@ -116,14 +130,13 @@ def update(
     if request.discounts is not None:
         checkout.discounts = Discounts(codes=request.discounts.codes)
     chosen: frozenset[str] = frozenset()
+    learnt: tuple[Destination, ...] = ()
     if request.fulfillment is not None:
         email = checkout.buyer.email if checkout.buyer else None
-        saved = _fulfillment.saved_destinations(catalog, email)
-        checkout.fulfillment, chosen = _fulfillment.merge(
-            request.fulfillment, current.fulfillment, saved
-        )
+        merged = _fulfillment.merge(request.fulfillment, current.fulfillment, book.saved(email))
+        checkout.fulfillment, chosen, learnt = merged.fulfillment, merged.chosen_now, merged.learnt
     _fulfillment.refresh(checkout.fulfillment, catalog, checkout.line_items, chosen_now=chosen)
     if webhook_url:
         checkout.platform = Platform(webhook_url=webhook_url)
     reprice(checkout, catalog)
-    return checkout
+    return Outcome(checkout, learnt)

@@ -18,8 +18,9 @@ is lost when the server stops.
 Pay with handler_id "mock_payment_handler" and token "success_token" (or
 "fail_token" to see a declined payment). See docs/merchant.md.
 
-example:
+examples:
   strabo merchant --port 8182
+  strabo merchant --data-dir conformance/test_data/flower_shop
   curl http://127.0.0.1:8182/.well-known/ucp
 """
 
@@ -30,8 +31,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Add the merchant's options to its subcommand parser."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     parser.add_argument("--port", type=int, default=8182, help="port to listen on (%(default)s)")
-    parser.add_argument(
+    shop = parser.add_mutually_exclusive_group()
+    shop.add_argument(
         "--catalog", metavar="FILE", help="catalog JSON file (default: the bundled flower shop)"
+    )
+    shop.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="directory of CSV files (products.csv, inventory.csv, discounts.csv, ...), "
+        "the UCP conformance suite's format; see docs/merchant.md",
     )
     parser.add_argument(
         "--base-url",
@@ -55,7 +63,7 @@ def _error(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until interrupted; 2 for a bad catalog or an address that cannot be used."""
+    """Serve until interrupted; 2 for bad shop data or an address that cannot be used."""
     import socket
 
     import uvicorn
@@ -65,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         app = create_app(
-            args.catalog, base_url=args.base_url, simulation_secret=args.simulation_secret
+            args.catalog,
+            data_dir=args.data_dir,
+            base_url=args.base_url,
+            simulation_secret=args.simulation_secret,
         )
     except CatalogError as exc:
         return _error(str(exc))

@@ -1,14 +1,21 @@
 """The discovery profile (``GET /.well-known/ucp``): services, capabilities, handlers.
 
-It advertises the shopping service's REST endpoint (this server), the checkout and
-order capabilities with the discount, fulfillment and buyer-consent extensions, and
-two payment handlers (Shop Pay and Google Pay, test configurations). The mock
-handler ``mock_payment_handler`` is accepted at completion but, as with the
-reference merchant, not advertised.
+The profile is valid against the UCP 2026-01-11 discovery schema
+(``discovery/profile_schema.json``): every capability has ``name``, ``version``,
+``spec`` and ``schema``, and optional fields are left out rather than sent as
+``null`` (the schema types them as strings and objects, so a ``null`` is invalid).
+Capability and service URLs are on ucp.dev, as the spec's namespace rule requires
+for ``dev.ucp.*`` names. The payment handlers are this merchant's test stand-ins,
+all three of them (``mock_payment_handler`` included, since agents pay with it);
+their documents are served by the merchant itself (see ``_handlers``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from . import _handlers
+from .catalog import Catalog
 from .wire import (
     UCP_VERSION,
     Capability,
@@ -34,62 +41,18 @@ def _capability(name: str, *, extends: str | None = None) -> Capability:
     )
 
 
-def _handlers(merchant_name: str, shop_id: str) -> list[PaymentHandler]:
-    shop_pay = "https://shopify.dev/ucp/shop-pay-handler/" + UCP_VERSION
-    google_pay = "https://pay.google.com/gp/p/ucp/" + UCP_VERSION
-    card_method = {
-        "type": "CARD",
-        "parameters": {
-            "allowedAuthMethods": ["PAN_ONLY", "CRYPTOGRAM_3DS"],
-            "allowedCardNetworks": ["VISA", "MASTERCARD"],
-        },
-        "tokenization_specification": [
-            {
-                "type": "PAYMENT_GATEWAY",
-                "parameters": [{"gateway": "example", "gatewayMerchantId": "strabo-test"}],
-            }
-        ],
-    }
-    return [
-        PaymentHandler(
-            id="shop_pay",
-            name="dev.shopify.shop_pay",
-            spec="https://shopify.dev/docs/agents/checkout/shop-pay-handler",
-            config_schema=f"{shop_pay}/config.json",
-            instrument_schemas=[f"{shop_pay}/instrument.json"],
-            config={"shop_id": shop_id},
-        ),
-        PaymentHandler(
-            id="google_pay",
-            name="com.google.pay",
-            spec=f"{google_pay}/",
-            config_schema=f"{google_pay}/schemas/config.json",
-            instrument_schemas=[f"{google_pay}/schemas/card_payment_instrument.json"],
-            config={
-                "api_version": 2,
-                "api_version_minor": 0,
-                "merchant_info": {
-                    "merchant_name": merchant_name,
-                    "merchant_id": "TEST",
-                    "merchant_origin": "localhost",
-                },
-                "allowed_payment_methods": [card_method],
-            },
-        ),
-    ]
-
-
-def profile(endpoint: str, *, merchant_name: str, shop_id: str) -> DiscoveryProfile:
-    """The profile of a merchant whose REST endpoint is ``endpoint`` (ending in ``/``)."""
+def profile(base: str, *, catalog: Catalog, shop_id: str) -> dict[str, Any]:
+    """The profile of a merchant served at ``base``, as sent on the wire."""
     checkout = "dev.ucp.shopping.checkout"
-    return DiscoveryProfile(
+    document = DiscoveryProfile(
         ucp=DiscoveryEnvelope(
+            version=UCP_VERSION,
             services={
                 "dev.ucp.shopping": Service(
-                    spec=f"{_UCP}/specification/reference",
+                    spec=f"{_UCP}/specification/overview",
                     rest=RestTransport(
                         schema_uri=f"{_UCP}/services/shopping/rest.openapi.json",
-                        endpoint=endpoint,
+                        endpoint=base.rstrip("/") + "/",
                     ),
                 )
             },
@@ -99,5 +62,16 @@ def profile(endpoint: str, *, merchant_name: str, shop_id: str) -> DiscoveryProf
                 *(_capability(name, extends=checkout) for name in _EXTENSIONS),
             ],
         ),
-        payment=DiscoveryPayment(handlers=_handlers(merchant_name, shop_id)),
+        payment=DiscoveryPayment(
+            handlers=[
+                PaymentHandler(
+                    id=info.id,
+                    name=info.name,
+                    config=_handlers.config(info, catalog, shop_id),
+                    **_handlers.urls(info, base),
+                )
+                for info in _handlers.HANDLERS
+            ]
+        ),
     )
+    return document.model_dump(mode="json", by_alias=True, exclude_none=True)

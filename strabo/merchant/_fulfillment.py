@@ -1,7 +1,8 @@
 """Shipping in three steps: ask for shipping, pick a destination, pick an option.
 
 1. ``methods: [{"type": "shipping"}]`` opens a shipping method; a known buyer's saved
-   addresses (or the destinations sent inline) become its ``destinations``.
+   addresses (or the destinations sent inline) become its ``destinations``. An
+   inline address without an id that the buyer has saved keeps its saved id.
 2. ``selected_destination_id`` picks one; the merchant answers with one group
    covering all line items and the shipping ``options`` for that destination.
 3. ``groups: [{"selected_option_id": ...}]`` picks an option; its price becomes a
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from ._addressbook import address_key
 from ._errors import invalid
 from .catalog import ANY_COUNTRY, Catalog
 from .wire import (
@@ -37,31 +40,24 @@ from .wire import (
 SHIPPING = "shipping"
 
 
-def saved_destinations(catalog: Catalog, email: str | None) -> list[Destination]:
-    """The addresses on file for a buyer, as destinations.
+def _inline(
+    destination: DestinationRequest, saved: Sequence[Destination], learnt: list[Destination]
+) -> Destination:
+    """A destination sent inline; one without an id may be a saved address re-typed.
 
-    They carry ``city`` and ``region`` and leave ``address_locality`` and
-    ``address_region`` empty: that is the shape the reference merchant sends.
+    Without an id, the buyer's saved address with the same content is reused (its
+    id and shape); otherwise the address gets a new id and is added to ``learnt``,
+    for the merchant to save in the buyer's address book.
     """
-    customer = catalog.customer(email)
-    if customer is None:
-        return []
-    return [
-        Destination(
-            id=address.id,
-            street_address=address.street_address,
-            address_country=address.country,
-            postal_code=address.postal_code,
-            city=address.city,
-            region=address.region,
-        )
-        for address in customer.addresses
-    ]
-
-
-def _inline(destination: DestinationRequest) -> Destination:
     fields = destination.model_dump(exclude={"id"})
-    return Destination(id=destination.id or str(uuid.uuid4()), **fields)
+    if destination.id:
+        return Destination(id=destination.id, **fields)
+    fresh = Destination(id=str(uuid.uuid4()), **fields)
+    match = next((d for d in saved if address_key(d) == address_key(fresh)), None)
+    if match is not None:
+        return match.model_copy(deep=True)
+    learnt.append(fresh)
+    return fresh
 
 
 def shipping_options(
@@ -84,10 +80,12 @@ def shipping_options(
         known = chosen.get(rate.service_level)
         if known is None or (specific and not known[0]):
             chosen[rate.service_level] = (specific, rate.price, rate.id, rate.title)
-    rule = catalog.free_shipping
     merchandise = sum(item.item.price * item.quantity for item in items)
-    free = (rule.min_subtotal is not None and merchandise >= rule.min_subtotal) or any(
-        item.item.id in rule.item_ids for item in items
+    in_cart = {item.item.id for item in items}
+    free = any(
+        (rule.min_subtotal is None or merchandise >= rule.min_subtotal)
+        and (not rule.item_ids or not in_cart.isdisjoint(rule.item_ids))
+        for rule in catalog.free_shipping_rules()
     )
     options = []
     for level, (_, price, rate_id, title) in sorted(chosen.items(), key=lambda kv: kv[1][1]):
@@ -145,19 +143,30 @@ def refresh(
         method.groups = groups
 
 
+@dataclass(frozen=True)
+class Merged:
+    """The fulfillment after a request, and what the merchant must do next.
+
+    ``chosen_now`` are the ids of the groups whose option the request chose (pass
+    them to :func:`refresh`, which prices the options and checks those choices);
+    ``learnt`` are new addresses for the buyer's address book.
+    """
+
+    fulfillment: Fulfillment
+    chosen_now: frozenset[str]
+    learnt: tuple[Destination, ...]
+
+
 def merge(
     request: FulfillmentRequest,
     current: Fulfillment | None,
     saved: list[Destination],
-) -> tuple[Fulfillment, frozenset[str]]:
-    """The fulfillment after a create or update that sent ``request``.
-
-    Also returns the ids of the groups whose option the request chose: pass them to
-    :func:`refresh`, which prices the options and checks those choices.
-    """
+) -> Merged:
+    """The fulfillment after a create or update that sent ``request``."""
     current_methods = current.methods if current else []
     methods = []
     chosen_now: set[str] = set()
+    learnt: list[Destination] = []
     for wanted in request.methods or []:
         if wanted.type != SHIPPING:
             raise invalid(f"Unsupported fulfillment method type: {wanted.type}")
@@ -165,7 +174,7 @@ def merge(
         if previous is None and not wanted.id and len(current_methods) == 1:
             previous = current_methods[0]
         if wanted.destinations:
-            destinations = [_inline(d) for d in wanted.destinations]
+            destinations = [_inline(d, saved, learnt) for d in wanted.destinations]
         elif previous is not None and previous.destinations:
             destinations = [d.model_copy(deep=True) for d in previous.destinations]
         else:
@@ -200,7 +209,7 @@ def merge(
                 groups=groups or None,
             )
         )
-    return Fulfillment(methods=methods), frozenset(chosen_now)
+    return Merged(Fulfillment(methods=methods), frozenset(chosen_now), tuple(learnt))
 
 
 def shipping_costs(fulfillment: Fulfillment | None) -> list[int]:

@@ -138,12 +138,15 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _entries(exc: ValidationError, *, embedded: bool) -> list[dict[str, Any]]:
+def validation_entries(
+    exc: ValidationError, *, prefix: list[str | int], embedded: bool = False
+) -> list[dict[str, Any]]:
+    """FastAPI-style 422 entries for a pydantic error, located under ``prefix``."""
     entries = []
     for error in exc.errors(include_url=False):
         entry: dict[str, Any] = {
             "type": error["type"],
-            "loc": ["body", *error["loc"]],
+            "loc": [*prefix, *error["loc"]],
             "msg": error["msg"],
             "input": _jsonable(error["input"]),
         }
@@ -173,5 +176,5 @@ def parse_body(
     try:
         return model.model_validate(body, from_attributes=True)
     except ValidationError as exc:
-        errors.extend(_entries(exc, embedded=embedded))
+        errors.extend(validation_entries(exc, prefix=["body"], embedded=embedded))
         return None

@@ -21,6 +21,8 @@ SUCCESS_TOKEN = "success_token"
 FAIL_TOKEN = "fail_token"
 FRAUD_TOKEN = "fraud_token"
 ANY_TOKEN_HANDLERS = frozenset({"google_pay", "shop_pay"})
+SUPPORTED_HANDLERS = frozenset({MOCK_HANDLER, *ANY_TOKEN_HANDLERS})
+"""Every handler id :func:`authorize` knows (a stored instrument must use one)."""
 
 
 def authorize(instrument: PaymentInstrument) -> None:

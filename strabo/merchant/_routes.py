@@ -16,17 +16,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import _discovery
+from . import _discovery, _handlers, _testing
 from ._errors import RequestInvalid
 from ._idempotency import Reply
 from ._intake import check_headers, parse_body, read_body
+from ._order_update import OrderUpdateRequest
 from ._webhooks import AgentProfiles, deliver
 from .merchant import Merchant, Notification
 from .wire import (
     CheckoutCompleteRequest,
     CheckoutCreateRequest,
     CheckoutUpdateRequest,
-    dump,
 )
 
 SIMULATION_HEADER = "simulation-secret"
@@ -53,12 +53,15 @@ class Endpoints:
         """The routes, one per path; other methods on a path get a JSON 405."""
         return [
             Route("/.well-known/ucp", self.discovery, methods=["GET"]),
+            Route(_handlers.PATH + "/{id}", self.handler_document, methods=["GET"]),
+            Route(_handlers.PATH + "/{id}/{document}", self.handler_document, methods=["GET"]),
             Route("/checkout-sessions", self.create, methods=["POST"]),
             Route("/checkout-sessions/{id}", self.session, methods=["GET", "PUT"]),
             Route("/checkout-sessions/{id}/complete", self.complete, methods=["POST"]),
             Route("/checkout-sessions/{id}/cancel", self.cancel, methods=["POST"]),
-            Route("/orders/{id}", self.order, methods=["GET"]),
+            Route("/orders/{id}", self.order, methods=["GET", "PUT"]),
             Route("/testing/simulate-shipping/{id}", self.ship, methods=["POST"]),
+            *_testing.routes(self.merchant, self.base),
         ]
 
     def base(self, request: Request) -> str:
@@ -72,11 +75,24 @@ class Endpoints:
     async def discovery(self, request: Request) -> Response:
         """``GET /.well-known/ucp``: no headers needed."""
         document = _discovery.profile(
-            self.base(request) + "/",
-            merchant_name=self.merchant.catalog.merchant_name,
-            shop_id=self.merchant.shop_id,
+            self.base(request), catalog=self.merchant.catalog, shop_id=self.merchant.shop_id
         )
-        return JSONResponse(dump(document))
+        return JSONResponse(document)
+
+    async def handler_document(self, request: Request) -> Response:
+        """``GET /payment-handlers/{id}[/config.json|/instrument.json]``: no headers needed."""
+        info = _handlers.handler(request.path_params["id"])
+        if info is None:
+            raise HTTPException(404, "Not Found")
+        document = request.path_params.get("document")
+        base = self.base(request)
+        if document is None:
+            return JSONResponse(_handlers.spec_document(info, base))
+        if document == "config.json":
+            return JSONResponse(_handlers.config_schema(info, base))
+        if document == "instrument.json":
+            return JSONResponse(_handlers.instrument_schema(info, base))
+        raise HTTPException(404, "Not Found")
 
     async def create(self, request: Request) -> Response:
         """``POST /checkout-sessions``."""
@@ -142,11 +158,24 @@ class Endpoints:
         return _answer(reply)
 
     async def order(self, request: Request) -> Response:
-        """``GET /orders/{id}``."""
-        errors: list[dict[str, Any]] = []
-        check_headers(request, idempotent=False, errors=errors)
+        """``GET`` or ``PUT /orders/{id}`` (an update appends events and adjustments)."""
+        order_id = request.path_params["id"]
+        if request.method != "PUT":
+            errors: list[dict[str, Any]] = []
+            check_headers(request, idempotent=False, errors=errors)
+            _raise_if(errors)
+            return JSONResponse(self.merchant.get_order(order_id))
+        body = await read_body(request)
+        errors = []
+        headers = check_headers(request, idempotent=True, errors=errors)
+        parsed = parse_body(OrderUpdateRequest, body, errors)
         _raise_if(errors)
-        return JSONResponse(self.merchant.get_order(request.path_params["id"]))
+        assert parsed is not None and headers.idempotency_key is not None
+        reply, notification = self.merchant.update_order(
+            order_id, parsed, key=headers.idempotency_key, body=body
+        )
+        await self._notify(notification)
+        return _answer(reply)
 
     async def ship(self, request: Request) -> Response:
         """``POST /testing/simulate-shipping/{id}``: a test hook, guarded by a secret."""

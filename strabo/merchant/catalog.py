@@ -68,6 +68,36 @@ class FreeShipping(_Strict):
     item_ids: tuple[str, ...] = ()
 
 
+class Promotion(_Strict):
+    """An automatic offer; ``free_shipping`` makes standard shipping free.
+
+    It applies when the merchandise subtotal reaches ``min_subtotal`` (if set) and
+    the cart holds one of ``item_ids`` (if any are listed); a promotion with
+    neither condition always applies.
+    """
+
+    id: str = Field(min_length=1)
+    type: Literal["free_shipping"] = "free_shipping"
+    min_subtotal: int | None = Field(default=None, ge=0)
+    item_ids: tuple[str, ...] = ()
+    title: str = ""
+
+
+class StoredInstrument(_Strict):
+    """A payment instrument on file, for agents and tests that pay with known tokens.
+
+    Its ``handler_id`` is advertised in discovery, so every handler that a stored
+    instrument needs is one that agents can find.
+    """
+
+    id: str = Field(min_length=1)
+    type: str = Field(min_length=1)
+    brand: str = ""
+    last_digits: str = ""
+    token: str = Field(min_length=1)
+    handler_id: str = Field(min_length=1)
+
+
 class SavedAddress(_Strict):
     """An address on file for a known buyer, offered as a shipping destination."""
 
@@ -96,7 +126,9 @@ class Catalog(_Strict):
     discounts: tuple[DiscountCode, ...] = ()
     shipping_rates: tuple[ShippingRate, ...] = ()
     free_shipping: FreeShipping = FreeShipping()
+    promotions: tuple[Promotion, ...] = ()
     customers: tuple[Customer, ...] = ()
+    payment_instruments: tuple[StoredInstrument, ...] = ()
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Catalog:
@@ -105,6 +137,8 @@ class Catalog(_Strict):
             ("discount code", [d.code for d in self.discounts]),
             ("shipping rate id", [r.id for r in self.shipping_rates]),
             ("customer email", [c.email for c in self.customers]),
+            ("promotion id", [p.id for p in self.promotions]),
+            ("payment instrument id", [i.id for i in self.payment_instruments]),
         ):
             seen: set[str] = set()
             for value in ids:
@@ -120,6 +154,20 @@ class Catalog(_Strict):
     def discount(self, code: str) -> DiscountCode | None:
         """The discount behind this code, if the code exists."""
         return next((d for d in self.discounts if d.code == code), None)
+
+    def free_shipping_rules(self) -> tuple[Promotion, ...]:
+        """Every rule that makes standard shipping free: ``free_shipping`` and promotions.
+
+        The legacy ``free_shipping`` object is one rule per condition (a large order
+        *or* one of the items), as it always meant.
+        """
+        rules: list[Promotion] = []
+        legacy = self.free_shipping
+        if legacy.min_subtotal is not None:
+            rules.append(Promotion(id="free_shipping_min", min_subtotal=legacy.min_subtotal))
+        if legacy.item_ids:
+            rules.append(Promotion(id="free_shipping_items", item_ids=legacy.item_ids))
+        return (*rules, *(p for p in self.promotions if p.type == "free_shipping"))
 
     def customer(self, email: str | None) -> Customer | None:
         """The known buyer with this e-mail address, if any."""

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _checkout, _fulfillment, _orders
-from ._errors import invalid, not_found, not_modifiable, out_of_stock
+from . import _checkout, _fulfillment, _order_update, _orders
+from ._addressbook import AddressBook
+from ._errors import UcpError, invalid, not_found, not_modifiable, out_of_stock
 from ._idempotency import IdempotencyStore, Reply, fingerprint
 from ._payment import authorize
 from .catalog import Catalog, load_catalog
@@ -37,7 +38,7 @@ from .wire import (
     dump,
 )
 
-__all__ = ["Merchant", "Notification", "Reply"]
+__all__ = ["Merchant", "Notification", "Reply", "Rig"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,18 @@ class Notification:
 
     url: str
     event: WebhookEvent
+
+
+@dataclass(frozen=True)
+class Rig:
+    """How the next complete of a session must go, set by a testing endpoint:
+    ``decline`` fails it with a 402 ``code``; ``escalate`` answers 200 with status
+    ``requires_escalation``, an error message and ``continue_url``."""
+
+    kind: str  # "decline" or "escalate"
+    code: str
+    message: str
+    continue_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,8 @@ class Merchant:
         self._sessions: dict[str, Checkout] = {}
         self._orders: dict[str, Order] = {}
         self._idempotency = IdempotencyStore()
+        self._rigs: dict[str, Rig] = {}
+        self._book = AddressBook(self.catalog)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ inspection
@@ -115,10 +130,15 @@ class Merchant:
             existing = self._sessions.get(checkout_id)
             if existing is not None and existing.status in _checkout.TERMINAL:
                 raise not_modifiable("replace", existing.status)
-            checkout = _checkout.create(
-                self.catalog, request, self._stock, checkout_id=checkout_id, webhook_url=webhook_url
+            outcome = _checkout.create(
+                self.catalog,
+                request,
+                self._stock,
+                checkout_id=checkout_id,
+                webhook_url=webhook_url,
+                book=self._book,
             )
-            self._sessions[checkout.id] = checkout
+            checkout = self._keep(outcome)
             return _Done(Reply(201, dump(checkout)))
 
         return self._idempotent(key, ("create", None, body), create).reply
@@ -141,10 +161,15 @@ class Merchant:
 
         def update() -> _Done:
             current = self._open_session(checkout_id, "update")
-            checkout = _checkout.update(
-                self.catalog, current, request, self._stock, webhook_url=webhook_url
+            outcome = _checkout.update(
+                self.catalog,
+                current,
+                request,
+                self._stock,
+                webhook_url=webhook_url,
+                book=self._book,
             )
-            self._sessions[checkout_id] = checkout
+            checkout = self._keep(outcome)
             return _Done(Reply(200, dump(checkout)))
 
         return self._idempotent(key, ("update", checkout_id, body), update).reply
@@ -167,6 +192,9 @@ class Merchant:
 
         def complete() -> _Done:
             current = self._open_session(checkout_id, "complete")
+            rig = self._rigs.pop(checkout_id, None)
+            if rig is not None:
+                return _Done(self._rigged(current, rig))
             authorize(request.payment_data)
             if not current.line_items:
                 raise invalid("Cannot complete a checkout without line items.")
@@ -199,6 +227,44 @@ class Merchant:
 
         return self._idempotent(key, ("cancel", checkout_id, None), cancel).reply
 
+    # ------------------------------------------------------------ testing hooks
+
+    def rig_completion(self, checkout_id: str, rig: Rig) -> None:
+        """Make the next complete of an open session go as ``rig`` says."""
+        with self._lock:
+            self._open_session(checkout_id, "rig")
+            self._rigs[checkout_id] = rig
+
+    def expire(self, checkout_id: str) -> Checkout:
+        """The shop cancels an open session (as when it expires); a copy of it."""
+        with self._lock:
+            checkout = self._open_session(checkout_id, "expire").model_copy(deep=True)
+            checkout.status = _checkout.CANCELED
+            checkout.messages = [{"type": "error", "code": "expired", "severity":
+                                  "requires_buyer_input",
+                                  "content": "This checkout session has expired."}]
+            self._sessions[checkout_id] = checkout
+            self._rigs.pop(checkout_id, None)
+            return checkout.model_copy(deep=True)
+
+    def set_stock(self, product_id: str, quantity: int) -> None:
+        """Set the units in stock of a product the shop sells."""
+        with self._lock:
+            if product_id not in self._stock:
+                raise not_found(f"Product {product_id} not found")
+            self._stock[product_id] = quantity
+
+    def _rigged(self, current: Checkout, rig: Rig) -> Reply:
+        if rig.kind == "decline":
+            raise UcpError(402, rig.code, rig.message)
+        checkout = current.model_copy(deep=True)
+        checkout.status = "requires_escalation"
+        checkout.continue_url = rig.continue_url
+        checkout.messages = [{"type": "error", "code": rig.code, "content": rig.message,
+                              "severity": "requires_buyer_review"}]
+        self._sessions[checkout.id] = checkout
+        return Reply(200, dump(checkout))
+
     def get_order(self, order_id: str) -> dict[str, Any]:
         """The order as JSON; 404 if unknown."""
         with self._lock:
@@ -206,6 +272,31 @@ class Merchant:
             if order is None:
                 raise not_found("Order not found")
             return dump(order)
+
+    def update_order(
+        self, order_id: str, request: _order_update.OrderUpdateRequest, *, key: str, body: Any
+    ) -> tuple[Reply, Notification | None]:
+        """Append new fulfillment events and adjustments to an order (200); 404 if unknown.
+
+        The agent whose checkout placed the order hears of a change (``order_updated``),
+        as UCP wants the full order sent on every update.
+        """
+
+        def update() -> _Done:
+            current = self._orders.get(order_id)
+            if current is None:
+                raise not_found("Order not found")
+            order = _order_update.apply(current, request)
+            notification = None
+            if order is not current:
+                self._orders[order_id] = order
+                checkout = self._sessions.get(order.checkout_id)
+                if checkout is not None:
+                    notification = self._notification(checkout, order, "order_updated")
+            return _Done(Reply(200, dump(order)), notification)
+
+        done = self._idempotent(key, ("update_order", order_id, body), update)
+        return done.reply, done.notification
 
     def ship_order(self, order_id: str) -> Notification | None:
         """Mark the order shipped; returns the ``order_shipped`` event to deliver, if any."""
@@ -232,6 +323,13 @@ class Merchant:
             done = operation()
             self._idempotency.remember(key, digest, done.reply)
             return done
+
+    def _keep(self, outcome: _checkout.Outcome) -> Checkout:
+        """Store a session an operation produced, and the addresses its buyer gave."""
+        checkout = outcome.checkout
+        self._sessions[checkout.id] = checkout
+        self._book.remember(checkout.buyer.email if checkout.buyer else None, outcome.learnt)
+        return checkout
 
     def _session(self, checkout_id: str) -> Checkout:
         session = self._sessions.get(checkout_id)

@@ -326,10 +326,15 @@ class FulfillmentEvent(_Wire):
 
 
 class OrderFulfillment(_Wire):
-    """An order's fulfillment expectations and events so far."""
+    """An order's fulfillment expectations and events so far.
+
+    Events are the shape the reference merchant records for its shipping test hook
+    (:class:`FulfillmentEvent`) or, when added by an order update, the spec's
+    ``fulfillment_event`` as sent, without nulls.
+    """
 
     expectations: list[Expectation] = Field(default_factory=list)
-    events: list[FulfillmentEvent] = Field(default_factory=list)
+    events: list[FulfillmentEvent | dict[str, Any]] = Field(default_factory=list)
 
 
 class Order(_Wire):

@@ -18,7 +18,9 @@ async def test_discovery_advertises_the_endpoint_the_client_used(shop: Shop):
     profile = (await shop.client.get("/.well-known/ucp")).json()
 
     assert profile["ucp"]["services"]["dev.ucp.shopping"]["rest"]["endpoint"] == shop.url + "/"
-    assert [h["id"] for h in profile["payment"]["handlers"]] == ["shop_pay", "google_pay"]
+    assert [h["id"] for h in profile["payment"]["handlers"]] == [
+        "shop_pay", "google_pay", "mock_payment_handler"
+    ]
     assert {c["name"] for c in profile["ucp"]["capabilities"]} >= {
         "dev.ucp.shopping.checkout", "dev.ucp.shopping.fulfillment", "dev.ucp.shopping.discount"
     }
