@@ -31,6 +31,18 @@ BUNDLED = [p.stem for p in sorted((ROOT / "protocols").glob("*.lsh"))]
 SCHEMAS = sorted(p.name for p in (ROOT / "protocols").glob("*/*.json"))
 
 
+def source_packages() -> list[str]:
+    """Every package of the checkout, as ``a/b/__init__.py`` paths (through the
+    strabo/proxy and strabo/protocols links): each must be in the wheel."""
+    found = []
+    for top in ("langshaw", "peach", "syncserver", "strabo"):
+        for folder, dirs, files in os.walk(ROOT / top, followlinks=True):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            if "__init__.py" in files:
+                found.append(str(Path(folder).relative_to(ROOT) / "__init__.py"))
+    return sorted(found)
+
+
 class Failed(Exception):
     pass
 
@@ -99,6 +111,8 @@ def use(venv: Path, work: Path) -> None:
     for protocol in ("atomic", "incremental"):
         for policy in ("instant", "batched"):
             run([strabo, "demo", "--protocol", protocol, "--policy", policy], work, timeout=120)
+    run([strabo, "demo", "--protocol", "resilient", "--outcome", "declined"], work, timeout=120)
+    run([strabo, "demo", "--executor", "peer"], work, timeout=120)
     for verb in ("check", "protocols", "syncserver", "merchant", "demo", "agent"):
         run([strabo, verb, "--help"], work)
     with served([strabo, "merchant", "--port", "0"], work) as merchant:
@@ -128,6 +142,9 @@ def check_layout(files: list[str]) -> None:
     extra = [t for t in tops if t not in allowed and not t.endswith(".dist-info")]
     if extra:
         raise Failed(f"the wheel installs top-level names {extra}; only {sorted(allowed)} belong")
+    missing = [p for p in source_packages() if p not in files]
+    if missing:
+        raise Failed(f"the wheel lacks the packages {missing}: list them in pyproject.toml")
     lsh = [f for f in files if f.endswith(".lsh")]
     if len(lsh) != len(BUNDLED):
         raise Failed(f"the wheel holds {len(lsh)} protocol files, not {len(BUNDLED)}: {lsh}")

@@ -16,11 +16,12 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from peach.peer import PeerExecutor, Refusal
 
 EXECUTORS = ("syncserver", "peer")
+OUTCOMES = ("completed", "declined", "out-of-stock", "escalated", "revoked", "rejected")
 
 DESCRIPTION = """\
 Run one whole UCP checkout with embedded parts: a SyncServer, the bundled UCP
@@ -37,6 +38,13 @@ agent checks its attempts against its own state alone, so there is no
 finalization policy to choose (--policy is for the SyncServer only). The trace
 numbers the actions in the Platform's own log.
 
+With --protocol resilient (ResilientUCP: SimpleUCP with UCP's failures as
+actions), --outcome picks how the checkout ends. The bundled merchant is told
+through its testing endpoints to decline the payment, run out of stock, ask
+for escalation or cancel the session; 'rejected' updates the cart to more than
+the shop has, and the Platform cancels. Exit status 0 when the Platform saw the
+ending the outcome calls for.
+
 To use another UCP merchant (the UCP samples' Python reference server, say),
 give its base URL with --merchant; it must speak UCP 2026-01-11 and sell the
 item 'bouquet_roses' (both the reference and the bundled merchant do).
@@ -51,10 +59,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--protocol",
-        choices=["atomic", "incremental"],
+        choices=["atomic", "incremental", "resilient"],
         default="atomic",
-        help="SimpleUCP, one Create for the whole checkout (default), or IncrementalUCP, "
-        "one version per change",
+        help="SimpleUCP, one Create for the whole checkout (default), IncrementalUCP, "
+        "one version per change, or ResilientUCP, SimpleUCP with every ending as an action",
+    )
+    parser.add_argument(
+        "--outcome",
+        choices=list(OUTCOMES),
+        default=None,
+        help="with --protocol resilient: how the checkout should end (default completed); "
+        "all but completed need the bundled merchant",
     )
     parser.add_argument(
         "--executor",
@@ -93,9 +108,24 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    problem = _outcome_problem(args.protocol, args.outcome, args.merchant)
+    if problem:
+        print(f"strabo demo: {problem}", file=sys.stderr)
+        return 2
     return asyncio.run(
-        demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor)
+        demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor,
+             outcome=args.outcome)
     )
+
+
+def _outcome_problem(protocol: str, outcome: str | None, merchant: str | None) -> str | None:
+    if outcome is not None and protocol != "resilient":
+        return ("--outcome needs --protocol resilient (only ResilientUCP has an action for "
+                "each ending)")
+    if outcome not in (None, "completed") and merchant:
+        return (f"--outcome {outcome} tells the bundled merchant how to fail, through its "
+                "testing endpoints: drop --merchant")
+    return None
 
 
 async def demo(
@@ -105,10 +135,13 @@ async def demo(
     seconds: float,
     *,
     executor: str = "syncserver",
+    outcome: str | None = None,
 ) -> int:
     """Run one checkout; 0 when it completed. ``executor`` is "syncserver" (one
     embedded, with ``policy``, default instant) or "peer" (no SyncServer: a
-    PeerExecutor per agent; ``policy`` must be None)."""
+    PeerExecutor per agent; ``policy`` must be None). With ``protocol_name``
+    "resilient", ``outcome`` (default "completed") is how it must end, and 0
+    means the Platform saw that ending."""
     import asyncio
     import contextlib
 
@@ -116,6 +149,7 @@ async def demo(
     from peach import Executor, SyncExecutor
     from strabo import serve
     from strabo.merchant import create_app as merchant_app
+    from strabo.merchant import merchant_of
     from strabo.proxy import ProxyError, ProxyRequest, Route
     from strabo.ucp.business_proxy import business_proxy, ucp_header_hook
     from strabo.ucp.incremental_platform import incremental_platform
@@ -127,9 +161,20 @@ async def demo(
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
     if executor == "peer" and policy is not None:
         raise ValueError("a finalization policy is the SyncServer's: give none with peer")
+    problem = _outcome_problem(protocol_name, outcome, merchant)
+    if problem:
+        raise ValueError(problem)
+    outcome = outcome or "completed"
+    make_platform: Callable[..., tuple[Any, asyncio.Event]]
     if protocol_name == "atomic":
         protocol = LangshawProtocol.load(ATOMIC)
         make_platform, make_proxy = platform_agent, business_proxy
+    elif protocol_name == "resilient":
+        from strabo.ucp.resilient_proxy import PROTOCOL as RESILIENT
+        from strabo.ucp.resilient_proxy import resilient_proxy
+
+        protocol = LangshawProtocol.load(RESILIENT)
+        make_proxy = resilient_proxy
     else:
         from strabo.ucp.incremental_platform import PROTOCOL as INCREMENTAL
 
@@ -160,9 +205,17 @@ async def demo(
                 f"strabo demo: a UCP checkout with {protocol.name}, {policy} finalization",
                 f"  SyncServer  {sync_url} (log in memory)",
             ]
+        bundled = merchant_app()
         merchant_url: str = (
-            merchant if merchant else await stack.enter_async_context(serve(merchant_app()))
+            merchant if merchant else await stack.enter_async_context(serve(bundled))
         )
+        if protocol_name == "resilient":
+            from strabo import _demo_endings
+
+            testing = _testing(merchant_url, merchant_of(bundled).simulation_secret)
+
+            def make_platform(ex: Executor) -> tuple[Any, asyncio.Event]:
+                return _demo_endings.platform(ex, outcome, testing)
         print("\n".join(header))
         print(f"  merchant    {merchant_url} ({'external' if merchant else 'bundled'})\n")
         if merchant and not await _reachable(merchant_url):
@@ -201,6 +254,14 @@ async def demo(
             await _delivered(list(peers.values()))
             history = [i for root in platform.enactments() for _, i, _ in platform.history(root)]
 
+        if protocol_name == "resilient":
+            from strabo import _demo_endings
+
+            ok, lines = _demo_endings.summary(platform, outcome)
+            print("\nSummary", file=sys.stdout if ok and not failures else sys.stderr)
+            for line in [*lines, *(f"  {f}" for f in failures)]:
+                print(line, file=sys.stdout if ok and not failures else sys.stderr)
+            return 0 if ok and not failures else 1
         if failures or not any(i.name == "Completed" for i in history):
             print("\nThe checkout did not complete:", file=sys.stderr)
             for failure in failures or ["the merchant refused it (see above)"]:
@@ -308,3 +369,17 @@ def _totals(session: dict[str, Any]) -> str:
         sign = "-" if total.get("type") == "discount" else ""
         parts.append(f"{total.get('type')} {sign}{amount:.2f}")
     return (", ".join(parts) + f" {currency}").strip() or "(unknown)"
+
+
+def _testing(url: str, secret: str) -> Callable[[str, str, Any], Awaitable[None]]:
+    """A caller of the bundled merchant's testing endpoints, for --outcome."""
+    import httpx
+
+    async def call(method: str, path: str, body: Any) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            response = await client.request(method, f"/testing/{path}", json=body,
+                                             headers={"Simulation-Secret": secret})
+        response.raise_for_status()
+        print(f"       (merchant told: {method} /testing/{path})", flush=True)
+
+    return call
