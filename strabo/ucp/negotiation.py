@@ -1,0 +1,98 @@
+"""Speaking the UCP version a merchant speaks.
+
+The Langshaw protocols' UCP types, and the routes and bodies the Business
+proxies build, are those of UCP 2026-01-11. A merchant may speak 2026-04-08
+instead. Rather than a second set of proxies, :class:`VersionedProxy` reads the
+merchant's discovery profile once, picks the newest version both sides support
+(:func:`strabo.ucp.versions.negotiate`), and translates at the wire: requests
+and headers out, answers and errors back (:mod:`strabo.ucp.versions`). Against
+a 2026-01-11 merchant it adds one GET of ``/.well-known/ucp`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from strabo.proxy import ProxyAdapter, ProxyHTTPError, Route
+from strabo.ucp import versions
+
+log = logging.getLogger("strabo.ucp")
+SESSIONS_KEPT = 4096
+"""How many sessions' last answers a proxy keeps, for 2026-04-08 updates."""
+
+__all__ = ["SESSIONS_KEPT", "VersionedProxy"]
+
+
+class VersionedProxy(ProxyAdapter):
+    """A ProxyAdapter that speaks the UCP version ``ucp_version`` (one of
+    :data:`strabo.ucp.versions.SUPPORTED`), or, when None, the newest one the
+    merchant's discovery profile offers, read before the first request. A
+    failed negotiation (no answer, ``version_unsupported``,
+    ``profile_malformed``) is a ProxyError of the request that needed it, so the
+    route's failure policy answers it."""
+
+    def __init__(self, *args: Any, ucp_version: str | None = None, **options: Any) -> None:
+        super().__init__(*args, **options)
+        if ucp_version is not None and ucp_version not in versions.SUPPORTED:
+            raise ValueError(f"ucp_version must be one of {', '.join(versions.SUPPORTED)} "
+                             f"(or None, to negotiate), not {ucp_version!r}")
+        self.ucp_version = ucp_version
+        self.route("Discover", "GET-/.well-known/ucp")
+        self._negotiation = asyncio.Lock()
+        # The last answer per session: a 2026-04-08 update must name the ids of
+        # fulfillment methods and groups that 2026-01-11 requests leave out.
+        self._sessions: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._hook_for_old = self.header_hook
+        if ucp_version is not None:
+            self._speak(ucp_version)
+
+    def _speak(self, version: str) -> None:
+        """Speak ``version`` from now on: its headers, through the header hook."""
+        self.ucp_version = version
+        old = self._hook_for_old
+        if version != versions.OLD and old is not None:
+            self.header_hook = lambda request: versions.headers_to_new(old(request))
+
+    async def negotiate(self) -> str:
+        """The UCP version to speak: ``ucp_version`` if set, else the newest
+        both sides support, from the merchant's ``/.well-known/ucp`` (read once).
+        Raises a ProxyError (unreachable, ``version_unsupported``,
+        ``profile_malformed``), which fails the request that needed it."""
+        async with self._negotiation:
+            if self.ucp_version is None:
+                profile = await super()._send(
+                    self.routes["Discover"], "/.well-known/ucp", None, "discovery")
+                self._speak(versions.negotiate(profile))
+                log.info("%s: the merchant at %s speaks UCP %s", self.name, self.base_url,
+                         self.ucp_version)
+            assert self.ucp_version is not None
+            return self.ucp_version
+
+    async def _send(self, route: Route, path: str, body: Any, idempotency_key: str) -> Any:
+        """Send in the version spoken: 2026-01-11 as the routes build it, or
+        translated out and back (a 2026-04-08 error envelope, HTTP 200, is raised
+        as the 4xx 2026-01-11 would have sent, for the failure policies)."""
+        if route.name == "Discover":
+            return await super()._send(route, path, body, idempotency_key)
+        version = self.ucp_version or await self.negotiate()
+        if version == versions.OLD:
+            return await super()._send(route, path, body, idempotency_key)
+        operation = versions.operation_of(route.method, path)
+        checkout = path.rstrip("/").split("/")[2] if path.count("/") >= 2 else None
+        sent = versions.request_to_new(operation, body, session=self._sessions.get(checkout or ""))
+        try:
+            answer = await super()._send(route, path, sent, idempotency_key)
+        except ProxyHTTPError as error:
+            raise versions.http_error_to_old(error) from None
+        old = versions.answer_to_old(operation, answer, route=route.name)
+        if operation in ("create", "get", "update") and isinstance(old, dict) and isinstance(
+                old.get("id"), str):
+            self._sessions[old["id"]] = old
+            self._sessions.move_to_end(old["id"])
+            while len(self._sessions) > SESSIONS_KEPT:
+                self._sessions.popitem(last=False)
+        return old
+
