@@ -4,20 +4,26 @@ Attempts are POSTed; finalized batches arrive as server-sent events. After a
 dropped connection the stream resumes from the last applied batch, and an
 attempt whose answer was lost is retried under the same attempt id, which the
 server recognizes, so nothing is lost or finalized twice.
+
+Requests go through a lean keep-alive HTTP/1.1 client (``peach._http1``; httpx
+cost an agent more CPU per attempt than the server spends on it), or through
+httpx when a ``transport`` is given.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
-from httpx_sse import aconnect_sse
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
+from peach._http1 import Client, Response, TransportError
+from peach._sse import Decoder
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
 from strabo.core.batch import Batch, Entry
@@ -63,7 +69,7 @@ class SyncExecutor(Executor):
         self.token = token
         self.timeout = timeout
         self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self._client: _Client | None = None
         self.agent: str | None = None
         self.roles: dict[str, list[str]] = {}
 
@@ -74,19 +80,20 @@ class SyncExecutor(Executor):
         )
 
     async def _connect(self) -> None:
-        self._client = httpx.AsyncClient(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=httpx.Timeout(self.timeout, connect=10.0),
-            transport=self._transport,
-        )
+        headers = {"Authorization": f"Bearer {self.token}"}
+        client: _Client
+        if self._transport is None:
+            client = Client(self.url, headers, timeout=self.timeout, connect_timeout=10.0)
+        else:
+            client = _HttpxClient(self.url, headers, self.timeout, self._transport)
+        self._client = client
         try:
-            response = await self._client.get(f"/mas/{quote(self.mas, safe='')}")
-        except httpx.HTTPError as exc:
-            await self._client.aclose()
+            response = await client.request("GET", f"/mas/{quote(self.mas, safe='')}")
+        except TransportError as exc:
+            await client.aclose()
             raise ExecutorError(f"cannot reach the SyncServer at {self.url}: {exc}") from None
-        if response.status_code != 200:
-            await self._client.aclose()
+        if response.status != 200:
+            await client.aclose()
             raise _error(response, f"the SyncServer at {self.url} refused to connect")
         info = response.json()
         self.agent = info["agent"]
@@ -116,7 +123,7 @@ class SyncExecutor(Executor):
             )
 
     @property
-    def client(self) -> httpx.AsyncClient:
+    def client(self) -> _Client:
         if self._client is None:
             raise ExecutorError("the executor is not connected: start an adapter first")
         return self._client
@@ -131,41 +138,52 @@ class SyncExecutor(Executor):
             "attempt_id": attempt_id,
         }
         try:
-            response = await self.client.post(self._path(adapter, "attempts"), json=body)
-        except (httpx.TransportError, httpx.TimeoutException) as exc:
+            response = await self.client.request(
+                "POST", self._path(adapter, "attempts"), json_body=body
+            )
+        except TransportError as exc:
             raise ExecutorError(
-                f"no answer from the SyncServer at {self.url}: {exc!r}", retryable=True
+                f"no answer from the SyncServer at {self.url}: {exc}", retryable=True
             ) from None
-        if response.status_code == 200:
+        if response.status == 200:
             data = response.json()
             return _finalized(adapter, instances, data), list(data["attempt"])
         raise _rejection(response, instances)
 
     async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
         try:
-            response = await self.client.get(
-                self._path(adapter, "log"), params={"after": after, "limit": limit}
+            response = await self.client.request(
+                "GET", self._path(adapter, "log"), params={"after": after, "limit": limit}
             )
-        except httpx.HTTPError as exc:
-            raise ExecutorError(f"cannot read the log from {self.url}: {exc!r}") from None
-        if response.status_code != 200:
+        except TransportError as exc:
+            raise ExecutorError(f"cannot read the log from {self.url}: {exc}") from None
+        if response.status != 200:
             raise _error(response, "cannot read the log")
         return [parse_batch(adapter.protocol, e) for e in response.json()["events"]]
 
     async def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
-        timeout = httpx.Timeout(self.timeout, read=max(self.timeout, 60.0))
-        async with aconnect_sse(
-            self.client,
+        feed = self._feeds.get(adapter.protocol.name)
+        name = adapter.protocol.name
+        async with self.client.stream(
             "GET",
             self._path(adapter, "events"),
             params={"after": after},
-            timeout=timeout,
-        ) as source:
-            if source.response.status_code != 200:
-                await source.response.aread()
-                raise _error(source.response, "the event stream was refused")
-            async for event in source.aiter_sse():
-                if event.event == "batch":
+            read_timeout=max(self.timeout, 60.0),
+        ) as (response, body):
+            if response.status != 200:
+                response.body = b"".join([chunk async for chunk in body])
+                raise _error(response, "the event stream was refused")
+            decoder = Decoder()
+            async for chunk in body:
+                for event in decoder.feed(chunk):
+                    if event.event != "batch":
+                        continue
+                    seq = event.id
+                    # Applied already (an attempt's answer brought it)? Then the
+                    # feed skips it by its number: no need to parse it.
+                    if seq is not None and seq.isdigit() and feed and int(seq) <= feed.applied:
+                        yield Batch(name, int(seq), ())
+                        continue
                     yield parse_batch(adapter.protocol, json.loads(event.data))
 
 
@@ -183,7 +201,7 @@ def _finalized(
     return Batch(adapter.protocol.name, int(data["seq"]), tuple(entries))  # type: ignore[arg-type]
 
 
-def _error_body(response: httpx.Response) -> dict[str, Any]:
+def _error_body(response: Response) -> dict[str, Any]:
     try:
         body = response.json()
     except ValueError:
@@ -192,18 +210,18 @@ def _error_body(response: httpx.Response) -> dict[str, Any]:
     return error if isinstance(error, dict) else {}
 
 
-def _error(response: httpx.Response, context: str) -> ExecutorError:
+def _error(response: Response, context: str) -> ExecutorError:
     error = _error_body(response)
-    message = error.get("message") or response.text[:200] or response.reason_phrase
+    message = error.get("message") or response.text[:200] or response.reason
     return ExecutorError(
-        f"{context}: {response.status_code} {message}",
-        status=response.status_code,
+        f"{context}: {response.status} {message}",
+        status=response.status,
         code=error.get("code"),
-        retryable=response.status_code in _RETRY_STATUS,
+        retryable=response.status in _RETRY_STATUS,
     )
 
 
-def _rejection(response: httpx.Response, instances: Sequence[ActionInstance]) -> Exception:
+def _rejection(response: Response, instances: Sequence[ActionInstance]) -> Exception:
     error = _error_body(response)
     if "rule" in error:
         violation = Violation(
@@ -216,3 +234,85 @@ def _rejection(response: httpx.Response, instances: Sequence[ActionInstance]) ->
         )
         return ActionRejected(violation, list(instances))
     return _error(response, "the attempt failed")
+
+
+class _Client(Protocol):
+    """What the executor needs of an HTTP client (``peach._http1.Client`` is one)."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Response: ...
+
+    def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        read_timeout: float | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[tuple[Response, AsyncIterator[bytes]]]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _HttpxClient:
+    """The same requests through httpx, over a caller's ``transport``."""
+
+    def __init__(
+        self, url: str, headers: Mapping[str, str], timeout: float, transport: Any
+    ) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=url,
+            headers=dict(headers),
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            transport=transport,
+        )
+        self.timeout = timeout
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Response:
+        try:
+            answer = await self.http.request(method, path, json=json_body, params=params)
+        except httpx.HTTPError as exc:
+            raise TransportError(repr(exc)) from None
+        return _response(answer, answer.content)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        read_timeout: float | None = None,
+    ) -> AsyncIterator[tuple[Response, AsyncIterator[bytes]]]:
+        timeout = httpx.Timeout(self.timeout, read=read_timeout)
+        try:
+            async with self.http.stream(method, path, params=params, timeout=timeout) as answer:
+                yield _response(answer, b""), _chunks(answer)
+        except httpx.HTTPError as exc:
+            raise TransportError(repr(exc)) from None
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def _response(answer: httpx.Response, body: bytes) -> Response:
+    headers = {k.lower(): v for k, v in answer.headers.items()}
+    return Response(answer.status_code, answer.reason_phrase, headers, body)
+
+
+async def _chunks(answer: httpx.Response) -> AsyncIterator[bytes]:
+    async for chunk in answer.aiter_raw():
+        yield chunk

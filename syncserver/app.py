@@ -15,16 +15,15 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.middleware import Middleware
+from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from langshaw import ABSENT
-from langshaw.values import json_problem
 from strabo.core.batch import Batch
 from strabo.core.config import AgentConfig
 from strabo.core.errors import ServiceError
@@ -32,7 +31,7 @@ from strabo.core.feed import Lagging
 from strabo.core.ledger import Ledger
 from strabo.core.limits import Limits
 from strabo.core.server import SyncServer
-from syncserver.wire import AttemptIn, describe
+from syncserver._attempts import AttemptsEndpoint, Shortcut, authorize, encode
 
 log = logging.getLogger("strabo.syncserver")
 
@@ -43,8 +42,7 @@ MAX_PARAM = 2000
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    body = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
-    return Response(body, status_code=status, media_type="application/json")
+    return Response(encode(data), status_code=status, media_type="application/json")
 
 
 class _Stream(StreamingResponse):
@@ -84,10 +82,7 @@ def create_app(
 
     def caller(request: Request) -> AgentConfig:
         header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if header and scheme.lower() != "bearer":
-            raise ServiceError(401, "unauthorized", "use 'Authorization: Bearer <token>'")
-        return server.authenticate(request.path_params["mas"], token.strip() or None)
+        return authorize(server, request.path_params["mas"], header)
 
     async def health(request: Request) -> Response:
         return _json({"status": "ok", "policy": server.policy, "streams": sum(streams.values())})
@@ -128,34 +123,6 @@ def create_app(
                 "enactments": len(ledger.state),
             }
         )
-
-    async def attempt(request: Request) -> Response:
-        agent = caller(request)
-        params = request.path_params
-        server.ledger(params["mas"], params["protocol"], agent)  # 404/403 before reading
-        _json_content(request)
-        body = await _read_body(request, limits.max_body)
-        try:
-            parsed = AttemptIn.model_validate_json(body)
-        except ValidationError as exc:
-            code, message = describe(exc)
-            raise ServiceError(400, code, message) from None
-        for index, instance in enumerate(parsed.instances):
-            problem = json_problem(instance.bindings, f"instances[{index}].bindings")
-            if problem is not None:  # NaN, Infinity, 1e400: not JSON, not re-sendable
-                raise ServiceError(400, "bad-json", f"the body is not valid JSON: {problem}")
-        receipt = await server.attempt(
-            params["mas"],
-            params["protocol"],
-            agent,
-            [{"action": i.action, "bindings": i.bindings} for i in parsed.instances],
-            attempt_id=parsed.attempt_id,
-        )
-        # The caller knows its own instances: send their positions in the batch,
-        # and only the other entries in full (a batched window may hold some).
-        batch, own = receipt.batch, set(receipt.positions)
-        others = [{"index": i, **e.to_json()} for i, e in enumerate(batch.entries) if i not in own]
-        return _json({"seq": batch.seq, "attempt": list(receipt.positions), "others": others})
 
     async def events(request: Request) -> Response:
         agent, ledger = ledger_for(request)
@@ -317,12 +284,13 @@ def create_app(
                 await server.stop()
 
     prefix = "/mas/{mas}/protocols/{protocol}"
+    attempts = AttemptsEndpoint(server, limits.max_body)
     return Starlette(
         routes=[
             Route("/health", health),
             Route("/mas/{mas}", mas_info),
             Route(prefix, protocol_info),
-            Route(prefix + "/attempts", attempt, methods=["POST"]),
+            Route(prefix + "/attempts", attempts, methods=["POST"]),
             Route(prefix + "/events", events),
             Route(prefix + "/log", read_log),
             Route(prefix + "/enactments", enactments),
@@ -334,43 +302,8 @@ def create_app(
             Exception: unexpected,
         },
         lifespan=lifespan,
+        middleware=[Middleware(Shortcut, endpoint=attempts)],
     )
-
-
-def _json_content(request: Request) -> None:
-    """A body labelled as something else is refused rather than guessed at."""
-    kind = request.headers.get("content-type")
-    if kind is None:
-        return
-    media = kind.partition(";")[0].strip().lower()
-    if media != "application/json" and not media.endswith("+json"):
-        raise ServiceError(
-            415,
-            "unsupported-media-type",
-            f"the body must be JSON, sent as 'Content-Type: application/json', not {kind!r}",
-        )
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    try:
-        if declared is not None and declared.isdigit():
-            if int(declared) > limit:
-                raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
-            return await request.body()  # the server enforces the declared length
-        chunks = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except ClientDisconnect:
-        client = request.client
-        where = f"{client.host}:{client.port}" if client else "a client"
-        log.info("%s left before sending the whole body of %s", where, request.url.path)
-        raise ServiceError(400, "client-disconnected", "the client left mid-body") from None
 
 
 def _lagging_frame(last: int, limits: Limits) -> bytes:

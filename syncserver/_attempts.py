@@ -1,0 +1,187 @@
+"""``POST /mas/{mas}/protocols/{protocol}/attempts``, the SyncServer's busiest endpoint.
+
+Served as plain ASGI, in front of Starlette's routing: profiled under the proxy
+benchmark (2026-11-23), Starlette's routing, ``Request`` and ``Response`` took
+about a third of the server's CPU per attempt, more than checking and
+committing the attempt. The endpoint's behaviour is the one docs/syncserver.md
+describes, errors included; any other request goes on to the Starlette app.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from langshaw.values import json_problem
+from strabo.core.config import AgentConfig
+from strabo.core.errors import ServiceError
+from strabo.core.server import SyncServer
+from syncserver.wire import AttemptIn, describe
+
+log = logging.getLogger("strabo.syncserver")
+
+_PATH = re.compile(r"/mas/([^/]+)/protocols/([^/]+)/attempts")
+
+
+def encode(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+
+
+def authorize(server: SyncServer, mas: str, header: str) -> AgentConfig:
+    """The agent an ``Authorization`` header names."""
+    scheme, _, token = header.partition(" ")
+    if header and scheme.lower() != "bearer":
+        raise ServiceError(401, "unauthorized", "use 'Authorization: Bearer <token>'")
+    return server.authenticate(mas, token.strip() or None)
+
+
+def check_content_type(kind: str | None) -> None:
+    """A body labelled as something else is refused rather than guessed at."""
+    if kind is None:
+        return
+    media = kind.partition(";")[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise ServiceError(
+            415,
+            "unsupported-media-type",
+            f"the body must be JSON, sent as 'Content-Type: application/json', not {kind!r}",
+        )
+
+
+async def answer(
+    server: SyncServer, mas: str, protocol: str, agent: AgentConfig, body: bytes
+) -> dict[str, Any]:
+    """Finalize the attempt ``body`` holds; the answer's JSON."""
+    try:
+        parsed = AttemptIn.model_validate_json(body)
+    except ValidationError as exc:
+        code, message = describe(exc)
+        raise ServiceError(400, code, message) from None
+    for index, instance in enumerate(parsed.instances):
+        problem = json_problem(instance.bindings, f"instances[{index}].bindings")
+        if problem is not None:  # NaN, Infinity, 1e400: not JSON, not re-sendable
+            raise ServiceError(400, "bad-json", f"the body is not valid JSON: {problem}")
+    receipt = await server.attempt(
+        mas,
+        protocol,
+        agent,
+        [{"action": i.action, "bindings": i.bindings} for i in parsed.instances],
+        attempt_id=parsed.attempt_id,
+    )
+    # The caller knows its own instances: send their positions in the batch,
+    # and only the other entries in full (a batched window may hold some).
+    batch, own = receipt.batch, set(receipt.positions)
+    others = [{"index": i, **e.to_json()} for i, e in enumerate(batch.entries) if i not in own]
+    return {"seq": batch.seq, "attempt": list(receipt.positions), "others": others}
+
+
+class ClientLeft(Exception):
+    """The client disconnected before sending the whole body."""
+
+
+async def receive_body(receive: Receive, declared: str | None, limit: int) -> bytes:
+    """The request body, refused with 413 past ``limit`` bytes (at once if its
+    declared length says so)."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientLeft
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class AttemptsEndpoint:
+    """The endpoint as an ASGI app: a Starlette route (which sets the path
+    parameters) or :class:`Shortcut` (which finds them itself) calls it."""
+
+    def __init__(self, server: SyncServer, max_body: int) -> None:
+        self.server = server
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        params = scope["path_params"]
+        await self.respond(params["mas"], params["protocol"], scope, receive, send)
+
+    async def respond(
+        self, mas: str, protocol: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        extra: list[tuple[bytes, bytes]] = []
+        try:
+            status, body = 200, encode(await self._attempt(mas, protocol, scope, receive))
+        except ServiceError as exc:
+            status, body = exc.status, encode(exc.to_json())
+            if exc.status == 401:
+                extra.append((b"www-authenticate", b"Bearer"))
+        except ClientLeft:
+            client = scope.get("client")
+            where = f"{client[0]}:{client[1]}" if client else "a client"
+            log.info("%s left before sending the whole body of %s", where, scope["path"])
+            status, body = 400, encode(
+                {"error": {"code": "client-disconnected", "message": "the client left mid-body"}}
+            )
+        except Exception as exc:
+            log.exception("unexpected error on POST %s", scope["path"])
+            status, body = 500, encode(
+                {"error": {"code": "internal", "message": f"internal error: {type(exc).__name__}"}}
+            )
+        start: Message = {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-length", str(len(body)).encode()),
+                (b"content-type", b"application/json"),
+                *extra,
+            ],
+        }
+        await send(start)
+        await send({"type": "http.response.body", "body": body})
+
+    async def _attempt(
+        self, mas: str, protocol: str, scope: Scope, receive: Receive
+    ) -> dict[str, Any]:
+        headers = dict(scope["headers"])  # names are lower-case in ASGI
+        agent = authorize(self.server, mas, headers.get(b"authorization", b"").decode("latin-1"))
+        self.server.ledger(mas, protocol, agent)  # 404/403 before reading
+        kind = headers.get(b"content-type")
+        check_content_type(None if kind is None else kind.decode("latin-1"))
+        declared = headers.get(b"content-length")
+        body = await receive_body(
+            receive, None if declared is None else declared.decode("latin-1"), self.max_body
+        )
+        return await answer(self.server, mas, protocol, agent, body)
+
+
+class Shortcut:
+    """ASGI middleware: sends ``POST .../attempts`` straight to the endpoint,
+    past Starlette's routing; any other request goes on to ``app``."""
+
+    def __init__(self, app: ASGIApp, endpoint: AttemptsEndpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            root = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root) :]
+            match = _PATH.fullmatch(path)
+            if match is not None:
+                return await self.endpoint.respond(
+                    match.group(1), match.group(2), scope, receive, send
+                )
+        await self.app(scope, receive, send)
