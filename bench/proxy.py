@@ -286,8 +286,8 @@ async def main(quick: bool) -> None:
         )
     print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
     print(
-        f"    httpx {with_httpx * 1e3:.2f} ms, a minimal HTTP/1.1 client {minimal * 1e3:.2f} ms: "
-        "each attempt over HTTP pays the difference in client CPU"
+        f"    httpx {with_httpx * 1e3:.2f} ms, a minimal HTTP/1.1 client {minimal * 1e3:.2f} ms "
+        "(the SyncExecutor's client, peach/_http1.py, is of the second kind)"
     )
 
 
