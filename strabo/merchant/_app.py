@@ -9,9 +9,11 @@ from starlette.applications import Starlette
 from ._csvdata import load_data_dir
 from ._errors import EXCEPTION_HANDLERS
 from ._routes import Endpoints
+from ._versioning import SERVED
 from ._webhooks import AgentProfiles
 from .catalog import Catalog, load_catalog
 from .merchant import Merchant
+from .wire import UCP_VERSION
 
 
 def create_app(
@@ -21,6 +23,7 @@ def create_app(
     base_url: str | None = None,
     simulation_secret: str | None = None,
     profile_timeout: float = 3.0,
+    ucp_version: str = UCP_VERSION,
 ) -> Starlette:
     """A Starlette app serving one new merchant with its own in-memory state.
 
@@ -32,10 +35,15 @@ def create_app(
     ``/testing/simulate-shipping`` (a random one, readable as
     ``merchant_of(app).simulation_secret``, when None).
     ``profile_timeout`` bounds the fetch of an agent's profile, in seconds.
+    ``ucp_version`` is the UCP version served: 2026-01-11 (the merchant's own) or
+    2026-04-08, which answers each platform in the version its profile declares
+    (both are accepted; see ``_versioning`` and docs/merchant.md).
 
     Raises :class:`CatalogError` for a catalog file or data directory that cannot be
-    used, and ValueError when given both.
+    used, and ValueError when given both or an unknown ``ucp_version``.
     """
+    if ucp_version not in SERVED:
+        raise ValueError(f"ucp_version must be one of {', '.join(SERVED)}, not {ucp_version!r}")
     if data_dir is not None:
         if catalog is not None:
             raise ValueError("give a catalog or a data directory, not both")
@@ -44,7 +52,10 @@ def create_app(
         shop = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     merchant = Merchant(shop, simulation_secret=simulation_secret)
     endpoints = Endpoints(
-        merchant, base_url=base_url, profiles=AgentProfiles(timeout=profile_timeout)
+        merchant,
+        base_url=base_url,
+        profiles=AgentProfiles(timeout=profile_timeout),
+        ucp_version=ucp_version,
     )
     app = Starlette(routes=endpoints.routes(), exception_handlers=EXCEPTION_HANDLERS)
     app.state.merchant = merchant

@@ -10,10 +10,10 @@ import argparse
 import sys
 
 DESCRIPTION = """\
-Run the bundled UCP merchant: the UCP checkout REST API (protocol 2026-01-11) for a
-small flower shop, with discovery at /.well-known/ucp, checkout sessions, orders,
-discount codes, three-step shipping and mock payment tokens. State is in memory and
-is lost when the server stops.
+Run the bundled UCP merchant: the UCP checkout REST API (protocol 2026-01-11, or
+2026-04-08 with --ucp-version) for a small flower shop, with discovery at
+/.well-known/ucp, checkout sessions, orders, discount codes, three-step shipping
+and mock payment tokens. State is in memory and is lost when the server stops.
 
 Pay with handler_id "mock_payment_handler" and token "success_token" (or
 "fail_token" to see a declined payment). See docs/merchant.md.
@@ -21,10 +21,14 @@ Pay with handler_id "mock_payment_handler" and token "success_token" (or
 examples:
   strabo merchant --port 8182
   strabo merchant --data-dir conformance/test_data/flower_shop
+  strabo merchant --ucp-version 2026-04-08
   curl http://127.0.0.1:8182/.well-known/ucp
 """
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+UCP_VERSIONS = ("2026-01-11", "2026-04-08")
+"""The versions ``--ucp-version`` takes (``_versioning.SERVED``, which needs
+Starlette and is therefore not imported here)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +57,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="Simulation-Secret header value for /testing/simulate-shipping (default: random)",
     )
     parser.add_argument(
+        "--ucp-version",
+        metavar="{" + ",".join(UCP_VERSIONS) + "}",
+        default=UCP_VERSIONS[0],
+        help="UCP version served (%(default)s); 2026-04-08 also answers 2026-01-11 "
+        "platforms, with their profile at /.well-known/ucp/2026-01-11",
+    )
+    parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="info", help="server log level (%(default)s)"
     )
 
@@ -63,10 +74,16 @@ def _error(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until interrupted; 2 for bad shop data or an address that cannot be used."""
+    """Serve until interrupted; 2 for a bad option value, bad shop data or an
+    address that cannot be used."""
     import socket
 
     import uvicorn
+
+    if args.ucp_version not in UCP_VERSIONS:
+        # Checked here rather than by argparse choices: one line, like every other error.
+        return _error(f"--ucp-version must be one of {', '.join(UCP_VERSIONS)}, "
+                      f"not {args.ucp_version!r}")
 
     from ._app import create_app, merchant_of
     from .catalog import CatalogError
@@ -77,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             base_url=args.base_url,
             simulation_secret=args.simulation_secret,
+            ucp_version=args.ucp_version,
         )
     except CatalogError as exc:
         return _error(str(exc))

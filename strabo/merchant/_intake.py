@@ -23,6 +23,9 @@ from .wire import UCP_VERSION
 AGENT_HEADERS = ("ucp-agent", "request-signature", "request-id")
 """Headers every checkout and order call must carry (any value is accepted)."""
 
+UNSIGNED_HEADERS = ("ucp-agent", "request-id")
+"""The same for a 2026-04-08 request, which has no ``Request-Signature``."""
+
 IDEMPOTENCY_HEADER = "idempotency-key"
 """Header every mutating call must carry."""
 
@@ -64,21 +67,28 @@ def missing(loc: list[str | int]) -> dict[str, Any]:
 
 
 def check_headers(
-    request: Request, *, idempotent: bool, errors: list[dict[str, Any]]
+    request: Request, *, idempotent: bool, errors: list[dict[str, Any]],
+    version: str | None = None,
 ) -> AgentHeaders:
     """Check the UCP headers, appending a 422 entry to ``errors`` for each missing one.
 
     Raises :class:`VersionUnsupported` straight away when the agent headers are all
     there and UCP-Agent asks for a version newer than :data:`UCP_VERSION` (dates in
     ISO form compare as strings). Older or absent versions are accepted.
+
+    ``version`` is the protocol version a merchant serving 2026-04-08 already
+    accepted for this request (``_versioning``): it replaces the check above, and
+    a 2026-04-08 request needs no ``Request-Signature`` (that header is gone from
+    its REST binding). None, the 2026-01-11 merchant's case, changes nothing.
     """
     headers = request.headers
-    absent = [name for name in AGENT_HEADERS if name not in headers]
+    required = AGENT_HEADERS if version in (None, UCP_VERSION) else UNSIGNED_HEADERS
+    absent = [name for name in required if name not in headers]
     errors.extend(missing(["header", name]) for name in absent)
-    if not absent:
-        version = agent_parameters(headers["ucp-agent"]).get("version")
-        if version and version > UCP_VERSION:
-            raise VersionUnsupported(version)
+    if not absent and version is None:
+        asked = agent_parameters(headers["ucp-agent"]).get("version")
+        if asked and asked > UCP_VERSION:
+            raise VersionUnsupported(asked)
     if idempotent and IDEMPOTENCY_HEADER not in headers:
         errors.append(missing(["header", IDEMPOTENCY_HEADER]))
     return AgentHeaders(

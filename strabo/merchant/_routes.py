@@ -4,6 +4,11 @@ Each endpoint reads the request in the reference merchant's order (body, headers
 fields; see ``_intake``), fetches the agent's profile when the operation may keep a
 webhook URL, runs the operation, and delivers any order event before answering, so
 that an agent that got the reply can rely on its webhook having been called.
+
+The endpoints speak 2026-01-11. A merchant serving 2026-04-08 wraps the checkout
+and order endpoints in ``_versioning``, which decides each request's version and
+translates at the edge; the endpoints only read their body through it and tell
+the header checks the version it accepted.
 """
 
 from __future__ import annotations
@@ -16,14 +21,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import _discovery, _handlers, _testing
+from . import _handlers, _testing
 from ._errors import RequestInvalid
 from ._idempotency import Reply
-from ._intake import check_headers, parse_body, read_body
+from ._intake import AgentHeaders, check_headers, parse_body
 from ._order_update import OrderUpdateRequest
+from ._versioning import OLD_PROFILE_PATH, Versioning
 from ._webhooks import AgentProfiles, deliver
 from .merchant import Merchant, Notification
 from .wire import (
+    UCP_VERSION,
     CheckoutCompleteRequest,
     CheckoutCreateRequest,
     CheckoutUpdateRequest,
@@ -44,22 +51,31 @@ def _raise_if(errors: list[dict[str, Any]]) -> None:
 class Endpoints:
     """The merchant's HTTP endpoints, bound to one merchant and its settings."""
 
-    def __init__(self, merchant: Merchant, *, base_url: str | None, profiles: AgentProfiles):
+    def __init__(self, merchant: Merchant, *, base_url: str | None, profiles: AgentProfiles,
+                 ucp_version: str = UCP_VERSION):
         self.merchant = merchant
         self.base_url = base_url.rstrip("/") if base_url else None
         self.profiles = profiles
+        self.versions = Versioning(merchant, serving=ucp_version, profiles=profiles,
+                                   base=self.base)
 
     def routes(self) -> list[Route]:
         """The routes, one per path; other methods on a path get a JSON 405."""
+        wrap = self.versions.wrap
+        old_profile = [Route(OLD_PROFILE_PATH, self.old_discovery, methods=["GET"])]
         return [
             Route("/.well-known/ucp", self.discovery, methods=["GET"]),
+            *(old_profile if self.versions.translating else []),
             Route(_handlers.PATH + "/{id}", self.handler_document, methods=["GET"]),
             Route(_handlers.PATH + "/{id}/{document}", self.handler_document, methods=["GET"]),
-            Route("/checkout-sessions", self.create, methods=["POST"]),
-            Route("/checkout-sessions/{id}", self.session, methods=["GET", "PUT"]),
-            Route("/checkout-sessions/{id}/complete", self.complete, methods=["POST"]),
-            Route("/checkout-sessions/{id}/cancel", self.cancel, methods=["POST"]),
-            Route("/orders/{id}", self.order, methods=["GET", "PUT"]),
+            Route("/checkout-sessions", wrap("checkout", self.create), methods=["POST"]),
+            Route("/checkout-sessions/{id}", wrap("checkout", self.session),
+                  methods=["GET", "PUT"]),
+            Route("/checkout-sessions/{id}/complete", wrap("checkout", self.complete),
+                  methods=["POST"]),
+            Route("/checkout-sessions/{id}/cancel", wrap("checkout", self.cancel),
+                  methods=["POST"]),
+            Route("/orders/{id}", wrap("order", self.order), methods=["GET", "PUT"]),
             Route("/testing/simulate-shipping/{id}", self.ship, methods=["POST"]),
             *_testing.routes(self.merchant, self.base),
         ]
@@ -68,16 +84,24 @@ class Endpoints:
         """This server's base URL (no trailing slash): configured, or as the client sees it."""
         return self.base_url or str(request.base_url).rstrip("/")
 
+    def _check_headers(
+        self, request: Request, *, idempotent: bool, errors: list[dict[str, Any]]
+    ) -> AgentHeaders:
+        """``_intake.check_headers``, told the version accepted for the request, if any."""
+        return check_headers(request, idempotent=idempotent, errors=errors,
+                             version=self.versions.of(request))
+
     async def _notify(self, notification: Notification | None) -> None:
         if notification is not None:
             await deliver(notification.url, notification.event)
 
     async def discovery(self, request: Request) -> Response:
         """``GET /.well-known/ucp``: no headers needed."""
-        document = _discovery.profile(
-            self.base(request), catalog=self.merchant.catalog, shop_id=self.merchant.shop_id
-        )
-        return JSONResponse(document)
+        return JSONResponse(self.versions.profile(request))
+
+    async def old_discovery(self, request: Request) -> Response:
+        """``GET /.well-known/ucp/2026-01-11`` (serving 2026-04-08 only)."""
+        return JSONResponse(self.versions.old_profile(request))
 
     async def handler_document(self, request: Request) -> Response:
         """``GET /payment-handlers/{id}[/config.json|/instrument.json]``: no headers needed."""
@@ -96,9 +120,9 @@ class Endpoints:
 
     async def create(self, request: Request) -> Response:
         """``POST /checkout-sessions``."""
-        body = await read_body(request)
+        body = await self.versions.read(request, "create")
         errors: list[dict[str, Any]] = []
-        headers = check_headers(request, idempotent=True, errors=errors)
+        headers = self._check_headers(request, idempotent=True, errors=errors)
         parsed = parse_body(CheckoutCreateRequest, body, errors)
         _raise_if(errors)
         assert parsed is not None and headers.idempotency_key is not None
@@ -113,12 +137,12 @@ class Endpoints:
         checkout_id = request.path_params["id"]
         if request.method != "PUT":
             errors: list[dict[str, Any]] = []
-            check_headers(request, idempotent=False, errors=errors)
+            self._check_headers(request, idempotent=False, errors=errors)
             _raise_if(errors)
             return JSONResponse(self.merchant.get_checkout(checkout_id))
-        body = await read_body(request)
+        body = await self.versions.read(request, "update")
         errors = []
-        headers = check_headers(request, idempotent=True, errors=errors)
+        headers = self._check_headers(request, idempotent=True, errors=errors)
         parsed = parse_body(CheckoutUpdateRequest, body, errors)
         _raise_if(errors)
         assert parsed is not None and headers.idempotency_key is not None
@@ -130,9 +154,9 @@ class Endpoints:
 
     async def complete(self, request: Request) -> Response:
         """``POST /checkout-sessions/{id}/complete``."""
-        body = await read_body(request)
+        body = await self.versions.read(request, "complete")
         errors: list[dict[str, Any]] = []
-        headers = check_headers(request, idempotent=True, errors=errors)
+        headers = self._check_headers(request, idempotent=True, errors=errors)
         parsed = parse_body(CheckoutCompleteRequest, body, errors, embedded=True)
         _raise_if(errors)
         assert parsed is not None and headers.idempotency_key is not None
@@ -149,7 +173,7 @@ class Endpoints:
     async def cancel(self, request: Request) -> Response:
         """``POST /checkout-sessions/{id}/cancel``; any body is ignored."""
         errors: list[dict[str, Any]] = []
-        headers = check_headers(request, idempotent=True, errors=errors)
+        headers = self._check_headers(request, idempotent=True, errors=errors)
         _raise_if(errors)
         assert headers.idempotency_key is not None
         reply = self.merchant.cancel_checkout(
@@ -162,12 +186,12 @@ class Endpoints:
         order_id = request.path_params["id"]
         if request.method != "PUT":
             errors: list[dict[str, Any]] = []
-            check_headers(request, idempotent=False, errors=errors)
+            self._check_headers(request, idempotent=False, errors=errors)
             _raise_if(errors)
             return JSONResponse(self.merchant.get_order(order_id))
-        body = await read_body(request)
+        body = await self.versions.read(request, "update_order")
         errors = []
-        headers = check_headers(request, idempotent=True, errors=errors)
+        headers = self._check_headers(request, idempotent=True, errors=errors)
         parsed = parse_body(OrderUpdateRequest, body, errors)
         _raise_if(errors)
         assert parsed is not None and headers.idempotency_key is not None

@@ -7,8 +7,9 @@ with :func:`checkout_to_new`, :func:`order_to_new`, :func:`profile_to_new` and
 :func:`error_to_new`. Keeping one core means one set of business rules and one
 conformance suite; the translation is the only thing that knows two shapes.
 
-Pure functions, not wired into the app (see docs/ucp-versions.md for where they
-go). The shape pairs they share with the proxy side are in ``strabo.ucp._shapes``.
+Pure functions; ``_versioning`` applies them to each request of a merchant
+serving 2026-04-08 (``create_app(ucp_version=...)``). The shape pairs they share
+with the proxy side are in ``strabo.ucpwire._shapes``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,195 @@
+"""Which UCP version each request is answered in, and the translation at the edge.
+
+The merchant's core speaks 2026-01-11 (``wire.py``). Serving 2026-04-08 as well
+means deciding, per request, which version the platform speaks, and then
+translating a 2026-04-08 request into the 2026-01-11 body the endpoints parse
+and their answer back (the pure functions of ``_versions``). Doing it here, as
+a wrapper around the endpoints, keeps one set of business rules and one
+conformance suite, and leaves ``_routes`` reading like the 2026-01-11 merchant
+it is.
+
+A merchant serving 2026-01-11 gets no wrapper at all: :meth:`Versioning.wrap`
+returns the endpoint itself and :meth:`Versioning.of` is None, so nothing about
+its answers changes.
+
+The version of a request (2026-04-08 *Request-Time Validation*) is the
+``ucp.version`` of the profile its UCP-Agent header points at. A 2026-01-11
+platform may instead say it as a ``version`` parameter of that header, so that
+is read when the profile says nothing; with neither, the merchant answers in
+the version it serves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from . import _discovery, _versions
+from ._errors import EXCEPTION_HANDLERS
+from ._intake import agent_parameters, read_body
+from ._webhooks import AgentProfiles
+from .merchant import Merchant
+from .wire import UCP_VERSION, dump
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+NEW = _versions.SUPPORTED[-1]
+SERVED = _versions.SUPPORTED
+"""The versions the merchant can be told to serve (``--ucp-version``)."""
+
+OLD_PROFILE_PATH = f"/.well-known/ucp/{UCP_VERSION}"
+"""Where a merchant serving 2026-04-08 keeps its 2026-01-11 profile
+(``supported_versions`` points there), for platforms still speaking it."""
+
+_STATE = "ucp_version"
+
+__all__ = ["NEW", "OLD_PROFILE_PATH", "SERVED", "Versioning"]
+
+
+class Versioning:
+    """The protocol version of each request to a merchant serving ``serving``."""
+
+    def __init__(self, merchant: Merchant, *, serving: str, profiles: AgentProfiles,
+                 base: Callable[[Request], str]) -> None:
+        if serving not in SERVED:
+            raise ValueError(f"ucp_version must be one of {', '.join(SERVED)}, not {serving!r}")
+        self.merchant = merchant
+        self.serving = serving
+        self.profiles = profiles
+        self.base = base
+
+    @property
+    def translating(self) -> bool:
+        """Whether requests may be in another version than the core's."""
+        return self.serving != UCP_VERSION
+
+    # ------------------------------------------------------------------ discovery
+
+    def profile(self, request: Request) -> dict[str, Any]:
+        """The discovery profile in the version served; the 2026-04-08 one names
+        the 2026-01-11 profile, still served, in ``supported_versions``."""
+        old = self._old_profile(request)
+        if not self.translating:
+            return old
+        base = self.base(request)
+        return _versions.profile_to_new(old, supported_versions={
+            UCP_VERSION: base + OLD_PROFILE_PATH})
+
+    def old_profile(self, request: Request) -> dict[str, Any]:
+        """The 2026-01-11 profile, unchanged (served at :data:`OLD_PROFILE_PATH`)."""
+        return self._old_profile(request)
+
+    def _old_profile(self, request: Request) -> dict[str, Any]:
+        return _discovery.profile(self.base(request), catalog=self.merchant.catalog,
+                                  shop_id=self.merchant.shop_id)
+
+    # --------------------------------------------------------------- per request
+
+    @staticmethod
+    def of(request: Request) -> str | None:
+        """The version :meth:`wrap` accepted for ``request``; None when the
+        merchant serves 2026-01-11 (then the endpoints negotiate as they always did)."""
+        version = getattr(request.state, _STATE, None)
+        return version if isinstance(version, str) else None
+
+    async def read(self, request: Request, operation: str) -> Any:
+        """The request body as the 2026-01-11 endpoints parse it: read as ever
+        (``_intake.read_body``), then, for a 2026-04-08 request, translated. An
+        update needs the stored session (for method types a 2026-04-08 update
+        may leave out) and both need the catalog's titles, which 2026-04-08
+        requests no longer send."""
+        body = await read_body(request)
+        if self.of(request) != NEW:
+            return body
+        checkout_id = request.path_params.get("id")
+        session = None
+        if operation == "update" and isinstance(checkout_id, str):
+            stored = self.merchant.checkout(checkout_id)
+            session = dump(stored) if stored is not None else None
+        return _versions.request_to_old(
+            operation, body, checkout_id=checkout_id, session=session, title_of=self._title)
+
+    def _title(self, product_id: str) -> str | None:
+        product = self.merchant.catalog.product(product_id)
+        return product.title if product is not None else None
+
+    async def requested(self, request: Request) -> str | None:
+        """The version the platform declares: its profile's ``ucp.version``, else
+        the UCP-Agent ``version`` parameter a 2026-01-11 platform sends."""
+        params = agent_parameters(request.headers.get("ucp-agent", ""))
+        declared = _versions.platform_version(await self.profiles.profile(params.get("profile")))
+        return declared or params.get("version") or None
+
+    def wrap(self, kind: str, endpoint: Endpoint) -> Endpoint:
+        """``endpoint`` answering in the version of each request.
+
+        ``kind`` is what the endpoint answers with, ``checkout`` or ``order``,
+        which says how its answer translates. A version the
+        merchant does not serve is a 422 ``version_unsupported`` before anything
+        else is read; a 2026-01-11 request runs the endpoint as it is; a
+        2026-04-08 one has its errors and answer translated."""
+        if not self.translating:
+            return endpoint
+
+        async def versioned(request: Request) -> Response:
+            requested = await self.requested(request)
+            accepted = _versions.accepted_version(requested, serving=self.serving)
+            if accepted is None:
+                assert requested is not None  # no version declared is answered in ours
+                status, body = _versions.version_unsupported(
+                    requested, serving=self.serving, continue_url=self.base(request) + "/")
+                return JSONResponse(body, status_code=status)
+            setattr(request.state, _STATE, accepted)
+            if accepted != NEW:
+                return await endpoint(request)
+            try:
+                response = await endpoint(request)
+            except Exception as exc:
+                response = await _rendered(request, exc)
+            return self._to_new(request, kind, response)
+
+        return versioned
+
+    def _to_new(self, request: Request, kind: str, response: Response) -> Response:
+        """A 2026-01-11 answer (success or error) as the 2026-04-08 one."""
+        raw = bytes(response.body)
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", errors="replace")
+        status = response.status_code
+        if status >= 400 or not isinstance(body, dict):
+            status, new = _versions.error_to_new(status, body)
+        elif kind == "checkout":
+            # The sessions list no payment handlers; 2026-04-08 answers must,
+            # so they come from the profile.
+            new = _versions.checkout_to_new(body, profile=self._old_profile(request))
+        elif kind == "order":
+            new = _versions.order_to_new(body, currency=self._order_currency(body))
+        else:
+            new = body
+        headers = {k: v for k, v in response.headers.items()
+                   if k.lower() not in ("content-length", "content-type")}
+        return JSONResponse(new, status_code=status, headers=headers)
+
+    def _order_currency(self, order: dict[str, Any]) -> str | None:
+        """2026-04-08 orders must name their currency; 2026-01-11 ones take it
+        from their checkout."""
+        checkout_id = order.get("checkout_id")
+        checkout = self.merchant.checkout(checkout_id) if isinstance(checkout_id, str) else None
+        return checkout.currency if checkout is not None else None
+
+
+async def _rendered(request: Request, exc: Exception) -> Response:
+    """The answer the app's exception handlers give ``exc`` (``_errors``), so
+    that it can be translated; an exception they do not know goes on up."""
+    for kind in type(exc).__mro__:
+        handler = EXCEPTION_HANDLERS.get(kind)
+        if handler is not None:
+            response: Response = await handler(request, exc)
+            return response
+    raise exc
