@@ -72,6 +72,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "all but completed need the bundled merchant",
     )
     parser.add_argument(
+        "--ucp-version",
+        choices=["2026-01-11", "2026-04-08"],
+        default=None,
+        help="the UCP version the bundled merchant serves (default 2026-01-11); the "
+        "proxy reads it from the merchant's profile either way",
+    )
+    parser.add_argument(
         "--executor",
         choices=EXECUTORS,
         default="syncserver",
@@ -109,12 +116,15 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     problem = _outcome_problem(args.protocol, args.outcome, args.merchant)
+    if args.ucp_version and args.merchant:
+        problem = ("--ucp-version is the bundled merchant's; a merchant given with "
+                   "--merchant serves what it serves (the proxy reads its profile)")
     if problem:
         print(f"strabo demo: {problem}", file=sys.stderr)
         return 2
     return asyncio.run(
         demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor,
-             outcome=args.outcome)
+             outcome=args.outcome, ucp_version=args.ucp_version)
     )
 
 
@@ -136,12 +146,14 @@ async def demo(
     *,
     executor: str = "syncserver",
     outcome: str | None = None,
+    ucp_version: str | None = None,
 ) -> int:
     """Run one checkout; 0 when it completed. ``executor`` is "syncserver" (one
     embedded, with ``policy``, default instant) or "peer" (no SyncServer: a
     PeerExecutor per agent; ``policy`` must be None). With ``protocol_name``
     "resilient", ``outcome`` (default "completed") is how it must end, and 0
-    means the Platform saw that ending."""
+    means the Platform saw that ending. ``ucp_version`` is the version the bundled
+    merchant serves."""
     import asyncio
     import contextlib
 
@@ -205,7 +217,7 @@ async def demo(
                 f"strabo demo: a UCP checkout with {protocol.name}, {policy} finalization",
                 f"  SyncServer  {sync_url} (log in memory)",
             ]
-        bundled = merchant_app()
+        bundled = merchant_app(ucp_version=ucp_version or "2026-01-11")
         merchant_url: str = (
             merchant if merchant else await stack.enter_async_context(serve(bundled))
         )
@@ -217,7 +229,8 @@ async def demo(
             def make_platform(ex: Executor) -> tuple[Any, asyncio.Event]:
                 return _demo_endings.platform(ex, outcome, testing)
         print("\n".join(header))
-        print(f"  merchant    {merchant_url} ({'external' if merchant else 'bundled'})\n")
+        kind = "external" if merchant else f"bundled, UCP {ucp_version or '2026-01-11'}"
+        print(f"  merchant    {merchant_url} ({kind})\n")
         if merchant and not await _reachable(merchant_url):
             print(f"strabo demo: no UCP merchant answers at {merchant_url}", file=sys.stderr)
             return 1

@@ -206,3 +206,24 @@ async def test_the_demo_against_an_external_merchant(
     assert f"merchant    {url} (external)" in out
     assert ("peer to peer" in out) == (executor == "peer")
     assert re.search(r"checkout  \S+ \(completed\)", out)
+
+
+@pytest.mark.parametrize("protocol", ["atomic", "incremental", "resilient"])
+async def test_the_demo_speaks_2026_04_08_with_a_merchant_serving_it(
+    protocol: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = await demo.demo(protocol, None, None, 30.0, ucp_version="2026-04-08")
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "(bundled, UCP 2026-04-08)" in out
+    calls = re.findall(r"HTTP (\w+)\s+(\S+)\s+(\d+)", out)
+    assert calls[0] == ("GET", "/.well-known/ucp", "200")
+    assert calls[-1][1].endswith("/complete") and calls[-1][2] == "200"
+
+
+def test_the_demo_refuses_a_version_for_a_merchant_it_does_not_run() -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "strabo.cli", "demo", "--ucp-version", "2026-04-08",
+         "--merchant", "http://127.0.0.1:9"], capture_output=True, text=True, timeout=60,
+        cwd=ROOT)
+    assert refused.returncode == 2 and "--ucp-version is the bundled merchant's" in refused.stderr
