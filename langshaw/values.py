@@ -40,6 +40,14 @@ _PLAIN = frozenset({str, int, bool, type(None)})
 
 def json_problem(value: Any, path: str = "") -> str | None:
     """Why ``value`` is not a JSON value (naming where inside it), or None if it is."""
+    fault = json_fault(value, path)
+    return fault[1] if fault else None
+
+
+def json_fault(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Where inside ``value`` (a path from ``path``) it stops being a JSON value,
+    and why; None if it is one. The where lets a caller treat a NaN deep in a
+    service's answer like any other value of the wrong shape."""
     kind = type(value)
     if kind in _PLAIN:
         return None
@@ -48,22 +56,24 @@ def json_problem(value: Any, path: str = "") -> str | None:
     if isinstance(value, bool) or value is None or isinstance(value, str | int):
         return None
     if isinstance(value, float):
-        return None if math.isfinite(value) else f"{path or 'value'} is {value}, not a JSON number"
+        if math.isfinite(value):
+            return None
+        return path, f"{path or 'value'} is {value}, not a JSON number"
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                return f"{path or 'object'} has a non-string key {key!r}"
-            problem = json_problem(item, f"{path}.{key}" if path else key)
-            if problem:
-                return problem
+                return path, f"{path or 'object'} has a non-string key {key!r}"
+            fault = json_fault(item, f"{path}.{key}" if path else key)
+            if fault:
+                return fault
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]")
-            if problem:
-                return problem
+            fault = json_fault(item, f"{path}[{index}]")
+            if fault:
+                return fault
         return None
-    return f"{path or 'value'} is a {type(value).__name__}, not a JSON value"
+    return path, f"{path or 'value'} is a {type(value).__name__}, not a JSON value"
 
 
 def valid_key_value(value: Any) -> bool:

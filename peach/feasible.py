@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from langshaw import ABSENT, Action, ActionInstance, Enablement, SocialState
-from langshaw.values import json_problem, valid_key_value
+from langshaw.values import json_fault, valid_key_value
 from peach.errors import BindError
 
 
@@ -91,9 +91,9 @@ class FeasibleAction:
         for name, value in attributes.items():
             if name in to_bind or name in new_keys:
                 if name in to_bind:
-                    problem = json_problem(value, name)
-                    if problem:
-                        raise BindError(f"{action.name}: {problem}", name)
+                    fault = json_fault(value, name)
+                    if fault:
+                        raise BindError(f"{action.name}: {fault[1]}", name, path=fault[0])
                 elif not valid_key_value(value):
                     raise BindError(
                         f"{action.name}: key {name!r} must be a string or an integer, "

@@ -29,6 +29,7 @@ Prices and amounts are whole numbers in minor units (cents). Anything wrong is a
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -95,10 +96,16 @@ class _Reader:
         if not self.path.exists() and not self.table.required_file:
             return
         try:
-            handle = self.path.open(encoding="utf-8-sig", newline="")
+            raw = self.path.read_bytes()
         except OSError as exc:
             raise CatalogError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-        with handle:
+        try:
+            # Decoded whole, not streamed: a bad byte's offset then gives its line.
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise CatalogError(f"{self.path}:{line}: not UTF-8 text: {exc.reason}") from exc
+        with io.StringIO(text, newline="") as handle:
             reader = csv.reader(handle)
             try:
                 header = [name.strip() for name in next(reader, [])]
@@ -112,9 +119,8 @@ class _Reader:
                         raise self.fail(f"{len(record)} fields, the header has {len(header)}")
                     yield {name: cell.strip() for name, cell in zip(header, record, strict=True)}
             except csv.Error as exc:
+                self.line = reader.line_num  # the record that failed, not the last read
                 raise self.fail(f"not valid CSV: {exc}") from exc
-            except UnicodeDecodeError as exc:
-                raise CatalogError(f"{self.path}: not UTF-8 text: {exc.reason}") from exc
 
     def _check_header(self, header: list[str]) -> None:
         if not any(header):
@@ -168,7 +174,7 @@ def _item_ids(reader: _Reader, row: _Row, products: set[str]) -> list[str]:
         return []
     try:
         ids = json.loads(value)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # bad JSON, a 5000-digit number, [[[[...
         ids = None
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise reader.fail(f"eligible_item_ids {value!r} is not a JSON list of product ids")

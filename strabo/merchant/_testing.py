@@ -26,6 +26,7 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -66,6 +67,10 @@ def routes(merchant: Merchant, base: Callable[[Request], str]) -> list[Route]:
         body = await _body(request, {"code", "message", "continue_url"})
         checkout_id = request.path_params["id"]
         url = _text(body, "continue_url", f"{base(request)}/checkout/{checkout_id}")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or " " in url:
+            # UCP's continue_url is an absolute URL (format uri): the buyer goes there.
+            raise HTTPException(400, "continue_url must be an absolute http(s) URL")
         rig = Rig("escalate", _text(body, "code", "requires_buyer_review"),
                   _text(body, "message", "The buyer must review this order (simulated)"), url)
         merchant.rig_completion(checkout_id, rig)
@@ -101,7 +106,7 @@ async def _body(request: Request, allowed: set[str]) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a body of [[[[...
         raise HTTPException(400, "the body is not valid JSON") from None
     if not isinstance(body, dict):
         raise HTTPException(400, "the body must be a JSON object")

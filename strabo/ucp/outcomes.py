@@ -34,6 +34,7 @@ PAYMENT_CODES = frozenset({
     "INSUFFICIENT_FUNDS", "UNKNOWN_TOKEN", "FRAUD_DETECTED", "PAYMENT_DECLINED",
     "PAYMENT_FAILED", "CARD_DECLINED"})
 NOT_MODIFIABLE = "CHECKOUT_NOT_MODIFIABLE"
+IN_PROGRESS = "complete_in_progress"
 Outcome = tuple[str, dict[str, Any]]
 
 
@@ -108,10 +109,23 @@ def settled(session: dict[str, Any]) -> Outcome | None:
 def completion(session: dict[str, Any]) -> Outcome:
     """The ending of a Complete the merchant answered with a session: what its
     status says, or ``Declined`` when it left the session open (its error
-    messages say why, if it gave any)."""
+    messages say why, if it gave any). ``complete_in_progress`` is not open:
+    the outcome is unknown, ``Escalated`` (it was ``Declined``, which tells the
+    Platform no order was placed when one may yet be)."""
     ended = settled(session)
     if ended is not None:
         return ended
+    if session.get("status") == IN_PROGRESS:
+        # The merchant is still completing: the order may yet be placed, so
+        # Declined (no order, pay again) would be wrong. As for a failed complete
+        # whose session says so (unknown), the outcome is unknown: Escalated.
+        messages = _errors(session) or [{
+            "type": "error", "code": IN_PROGRESS, "severity": "requires_buyer_review",
+            "content": f"the merchant is still completing checkout {session.get('id')}"}]
+        for message in messages:
+            message["severity"] = "requires_buyer_review"
+        url = session.get("continue_url")
+        return "Escalated", {"messages": messages, **({"continue_url": url} if url else {})}
     return "Declined", {"messages": _errors(session) or [{
         "type": "error", "code": "not_completed", "severity": "recoverable",
         "content": f"the merchant left the checkout {session.get('status')!r}"}]}
@@ -137,7 +151,7 @@ def unknown(error: ProxyError, session: dict[str, Any] | None) -> Outcome:
     ``Escalated`` with no ``continue_url`` unless the session has one, since
     only the buyer, with the merchant, can find out whether it went through."""
     messages = error_messages(error)
-    if session is not None and session.get("status") != "complete_in_progress":
+    if session is not None and session.get("status") != IN_PROGRESS:
         return "Declined", {"messages": messages}
     for message in messages:
         message["severity"] = "requires_buyer_review"

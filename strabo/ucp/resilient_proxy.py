@@ -78,32 +78,65 @@ def resilient_proxy(
             return None
 
     async def say(trigger: ActionInstance, name: str, data: dict[str, Any]) -> None:
+        """Say ``name`` for ``trigger`` with ``data``; never raises.
+
+        An answer that does not fit is said as MISFIT names, with a message of
+        ours; when that action cannot follow ``trigger`` (a Revoked found on an
+        Update has no Complete for Escalated to follow), as ``name`` itself with
+        that message. A misfit includes a value that is no JSON value at all:
+        Python's parser takes ``NaN`` and ``Infinity``, which bind() refuses
+        without a ``path``; taken for our bug, it escaped the handler with a
+        traceback and the Platform was told nothing. What still cannot be said
+        goes to ``on_error``, in one line, instead of escaping."""
         try:
             instance = proxy.build_action(name, {**trigger.bindings, **data})
         except BindError as exc:
-            if exc.path is None and not exc.missing and proxy.is_complete(trigger.keys):
-                # Another ending came first (a Cancel crossing a Revoked, say):
-                # the Platform knows how the checkout ended already.
-                log.info("%s: %s not said, the checkout has ended: %s", proxy.name, name, exc)
+            if not _misfit(exc):
+                if proxy.is_complete(trigger.keys):
+                    # Another ending came first (a Cancel crossing a Revoked, say):
+                    # the Platform knows how the checkout ended already.
+                    log.info("%s: %s not said, the checkout has ended: %s", proxy.name, name,
+                             exc)
+                    return
+                await unsaid(trigger, f"{name} cannot be performed: {exc}")
                 return
-            if (exc.path is None and not exc.missing) or name not in MISFIT:
-                raise  # our bug, not the merchant's answer
             log.warning("%s: %s does not fit: %s", proxy.name, name, exc)
-            misfit = {"type": "error", "code": "invalid_answer", "severity":
-                      "requires_buyer_review", "content": f"{name} from the merchant: {exc}"}
-            instance = proxy.build_action(MISFIT[name], {**trigger.bindings, "messages": [misfit]})
+            note = {"type": "error", "code": "invalid_answer", "severity":
+                    "requires_buyer_review", "content": f"{name} from the merchant: {exc}"}
+            built, problem = None, f"{name} does not fit: {exc}"
+            for fallback in dict.fromkeys(n for n in (MISFIT.get(name), name) if n):
+                try:
+                    built = proxy.build_action(fallback, {**trigger.bindings, "messages": [note]})
+                    break
+                except BindError as again:
+                    problem = f"{name} does not fit ({exc}) and {fallback} cannot say so: {again}"
+            if built is None:
+                await unsaid(trigger, problem)
+                return
+            instance = built
         try:
             await proxy.attempt([instance])
         except ActionRejected as exc:  # another ending came first: the protocol says no
-            error = ProxyError(f"{instance.name} was rejected: {exc}", code="unsaid")
-            route = proxy.routes.get(trigger.name) or proxy.routes["Put"]
-            await proxy.report(error, route, trigger,
-                               why="its answer cannot be said")
+            await unsaid(trigger, f"{instance.name} was rejected: {exc}")
+
+    async def unsaid(trigger: ActionInstance, problem: str) -> None:
+        error = ProxyError(problem, code="unsaid")
+        route = proxy.routes.get(trigger.name) or proxy.routes["Put"]
+        await proxy.report(error, route, trigger, why="its answer cannot be said")
 
     @proxy.observation("Create")
     async def on_create(action: ActionInstance, performer: str) -> None:
-        if performer != proxy.name:
-            await open_checkout(proxy, action, put="Put")
+        if performer == proxy.name:
+            return
+        if await open_checkout(proxy, action, put="Put") is not None:
+            return
+        # Neither Created nor Failed could be said: an answer with NaN or Infinity
+        # (no JSON value, see say) ends there. Failed, with a reason of ours, is
+        # still an ending for the Platform; if Failed was said after all, the
+        # enactment is complete and say() stays quiet.
+        await say(action, "Failed", {"reason": {
+            "status": None, "code": "invalid_answer",
+            "message": "the merchant's answer cannot be said in ResilientUCP (see the log)"}})
 
     @proxy.observation("Update")
     async def on_update(action: ActionInstance, performer: str) -> None:
@@ -157,3 +190,10 @@ def resilient_proxy(
         await say(action, "Cancelled", {})
 
     return proxy
+
+
+def _misfit(error: BindError) -> bool:
+    """Whether ``error`` is about the merchant's data, not our use of the protocol:
+    a value of the wrong type or shape, or no JSON value at all (NaN, Infinity;
+    both have a ``path``), or a required one absent."""
+    return error.path is not None or error.missing

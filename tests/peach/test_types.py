@@ -54,6 +54,13 @@ async def test_bind_refuses_a_wrong_type_naming_the_attribute_and_the_path(kind:
             instance = order.bind(items=ITEMS)
             assert "note" not in instance and instance.get("note") is None
             assert set(instance.bindings) == {"oid", "items"}
+            # No JSON value at all (Python's json module reads NaN, Infinity): the
+            # path says where, as for a type error, so a proxy treats it as an
+            # answer that does not fit rather than as its own bug.
+            with pytest.raises(BindError) as caught:
+                order.bind(items=[{"sku": "ABC-1", "qty": float("nan")}])
+            assert caught.value.path == "items[0].qty"
+            assert "items[0].qty is nan, not a JSON number" in str(caught.value)
 
 
 async def test_the_server_refuses_a_wrong_type_with_rule_type_and_the_path(kind: str) -> None:
