@@ -128,15 +128,7 @@ def resilient_proxy(
     async def on_create(action: ActionInstance, performer: str) -> None:
         if performer == proxy.name:
             return
-        if await open_checkout(proxy, action, put="Put") is not None:
-            return
-        # Neither Created nor Failed could be said: an answer with NaN or Infinity
-        # (no JSON value, see say) ends there. Failed, with a reason of ours, is
-        # still an ending for the Platform; if Failed was said after all, the
-        # enactment is complete and say() stays quiet.
-        await say(action, "Failed", {"reason": {
-            "status": None, "code": "invalid_answer",
-            "message": "the merchant's answer cannot be said in ResilientUCP (see the log)"}})
+        await open_checkout(proxy, action, put="Put")
 
     @proxy.observation("Update")
     async def on_update(action: ActionInstance, performer: str) -> None:
