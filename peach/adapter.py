@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langshaw import ABSENT, ActionInstance, LangshawProtocol, SocialState, json_equal
-from peach.errors import BindError
+from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
 from peach.keys import new_key
+from peach.roles import ConstraintRefused, MustAlways, RoleSpec
 from peach.view import View
 
 if TYPE_CHECKING:
@@ -66,6 +68,12 @@ class PeachAdapter:
         self._running = False
         self._stopped = asyncio.Event()
         self.listeners: list[Callable[[Batch, list[tuple[Any, ...]]], None]] = []
+        # The role as the agent plays it (adopt), and what inspect() reports.
+        self.spec: RoleSpec | None = None
+        self.counters: Counter[str] = Counter()
+        self.breaches: deque[dict[str, Any]] = deque(maxlen=100)  # newest last
+        self.breach_listeners: list[Callable[[MustAlways], None]] = []
+        self._breaching: set[str] = set()
 
     # Registration ---------------------------------------------------------------
 
@@ -104,6 +112,28 @@ class PeachAdapter:
         """Register ``handler(keys, mas_id)``, called when a root enactment completes."""
         self._completion_handlers.append(handler)
         return handler
+
+    def adopt(self, spec: RoleSpec) -> RoleSpec:
+        """Play the role as ``spec`` declares it: its coded actions run when they
+        are enabled (as ``on_enabled`` handlers), its must-never constraints guard
+        every :meth:`attempt`, its must-always ones are checked after each batch,
+        and :meth:`inspect` shows all of it."""
+        if spec.role != self.role:
+            raise ValueError(f"the spec is for {spec.role}, and this adapter plays {self.role}")
+        if self.spec is not None:
+            raise ValueError(f"{self!r} has adopted a spec already")
+        self._check_names(spec.named_actions())
+        for name, action in spec.actions.items():
+            if action.run is not None:
+                self.on_enabled(name)(action.run)
+        self.spec = spec
+        return spec
+
+    def inspect(self) -> dict[str, Any]:
+        """What this adapter is and does now, as JSON-able data (peach.inspection)."""
+        from peach.inspection import describe_adapter
+
+        return describe_adapter(self)
 
     def _check_names(self, actions: Iterable[str]) -> None:
         for name in actions:
@@ -240,9 +270,12 @@ class PeachAdapter:
                 for k in feasible.new_keys
             ):
                 return feasible
-        raise BindError(self._not_enabled(name, bindings, given))
+        message, rule = self._not_enabled(name, bindings, given)
+        raise BindError(message, rule=rule)
 
-    def _not_enabled(self, name: str, bindings: Mapping[str, Any], given: dict[str, Any]) -> str:
+    def _not_enabled(
+        self, name: str, bindings: Mapping[str, Any], given: dict[str, Any]
+    ) -> tuple[str, str | None]:
         action = self.protocol.actions[name]
         optional = self.protocol.optional
         probe = {
@@ -258,7 +291,8 @@ class PeachAdapter:
         violation = self.state.violation(ActionInstance(action, probe), {self.role})
         where = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "a new enactment"
         reason = f": {violation.message}" if violation else ""
-        return f"{name} is not enabled for {self.role} in {where}{reason}"
+        rule = violation.rule if violation else None
+        return f"{name} is not enabled for {self.role} in {where}{reason}", rule
 
     async def attempt(self, instances: Iterable[ActionInstance]) -> list[ActionInstance]:
         """Finalize an atomic list of instances; returns them once finalized (and
@@ -272,7 +306,19 @@ class PeachAdapter:
                     f"attempt() takes action instances (from FeasibleAction.bind or "
                     f"build_action), not {type(item).__name__}"
                 )
-        return await self.executor.attempt(self, items)
+        self.counters["attempts"] += 1
+        try:
+            if self.spec is not None:
+                self.spec.refusal(items, self)
+            done = await self.executor.attempt(self, items)
+        except ConstraintRefused:
+            self.counters["refused by constraints"] += 1
+            raise
+        except ActionRejected:
+            self.counters["rejected"] += 1
+            raise
+        self.counters["finalized"] += 1
+        return done
 
     async def sync(self) -> None:
         """Catch up with everything finalized so far (handlers run as usual).
@@ -356,6 +402,9 @@ class PeachAdapter:
             cache.pop(root, None)
         if not live:
             return
+        self.counters["batches observed"] += 1
+        if self.spec is not None and self.spec.must_always:
+            self._check_always(batch.seq)
         if self._observers:
             for entry in batch.entries:
                 for handler in self._handlers(self._observers, entry.instance.action.name):
@@ -375,6 +424,33 @@ class PeachAdapter:
                 newly.extend(self._newly_enabled(root))
             for listener in self.listeners:
                 listener(batch, newly)
+
+    def _check_always(self, seq: int) -> None:
+        """Report each must-always constraint that stops holding (once, until it
+        holds again)."""
+        assert self.spec is not None
+        now: set[str] = set()
+        for constraint in self.spec.must_always:
+            try:
+                holds = constraint.check(self)
+            except Exception as exc:
+                log.error("%s: must-always check %s failed: %s", self.name, constraint.name, exc)
+                self.counters["constraint check errors"] += 1
+                continue
+            if holds:
+                continue
+            now.add(constraint.name)
+            if constraint.name in self._breaching:
+                continue
+            self.counters["breaches"] += 1
+            self.breaches.append({"constraint": constraint.name, "after_batch": seq})
+            log.warning(
+                "%s (%s): must-always constraint %r does not hold after batch %s: %s",
+                self.name, self.role, constraint.name, seq, constraint.description,
+            )
+            for listener in self.breach_listeners:
+                listener(constraint)
+        self._breaching = now
 
     def _go_live(self) -> None:
         """Start-up: everything enabled now counts as newly enabled."""
@@ -421,6 +497,7 @@ class PeachAdapter:
             coroutine,  # type: ignore[arg-type]
             context=context,
         )
+        task.set_name(f"{getattr(handler, '__qualname__', handler)} for {what}")
         self._tasks.add(task)
 
         def done(t: asyncio.Task[Any]) -> None:
@@ -429,6 +506,7 @@ class PeachAdapter:
                 return
             error = t.exception()
             if error is not None:
+                self.counters["handler errors"] += 1
                 log.error(
                     "%s (%s in %s): handler %s for %s failed: %s",
                     self.name,

@@ -17,11 +17,15 @@ class BindError(ValueError):
         *,
         path: str | None = None,
         missing: bool = False,
+        rule: str | None = None,
     ) -> None:
         super().__init__(message)
         self.attribute = attribute
         self.path = path  # for a type error: where in the value, e.g. "items[0].qty"
         self.missing = missing  # a required attribute was not given
+        # For an action not enabled where it was asked for: the protocol rule it
+        # would break there (nono, dependency, ...), as ActionRejected.rule names it.
+        self.rule = rule
 
 
 class ActionRejected(Exception):

@@ -103,7 +103,9 @@ class FeasibleAction:
                 if state is not None:
                     violation = state.type_violation(action.name, name, value)
                     if violation is not None:
-                        raise BindError(violation.message, name, path=violation.path)
+                        raise BindError(
+                            violation.message, name, path=violation.path, rule=violation.rule
+                        )
                 continue
             raise BindError(self._why_not(name, fixed), name)
         optional = state.protocol.optional if state is not None else frozenset()

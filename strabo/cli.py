@@ -22,7 +22,14 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "syncserver": ("syncserver._cli", "run a SyncServer hosting multiagent systems", ""),
     "merchant": ("strabo.merchant._cli", "run the bundled UCP merchant", ""),
     "demo": ("strabo.demo", "run a whole UCP checkout with embedded parts", ""),
+    "inspect": ("strabo._inspect_cli", "list a SyncServer's agents, or inspect an agent", ""),
     "agent": ("peach.llm._cli", "run an LLM agent that enacts Langshaw protocols", ""),
+    "simulate": (
+        "strabo.simulate._cli",
+        "run a multiagent simulation scenario (TOML) and write its report",
+        "",
+    ),
+    "mcp": ("peach.mcp._cli", "serve one agent's role in a protocol as MCP tools", ""),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -108,9 +109,15 @@ class AttemptsEndpoint:
     """The endpoint as an ASGI app: a Starlette route (which sets the path
     parameters) or :class:`Shortcut` (which finds them itself) calls it."""
 
-    def __init__(self, server: SyncServer, max_body: int) -> None:
+    def __init__(
+        self,
+        server: SyncServer,
+        max_body: int,
+        on_attempt: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.server = server
         self.max_body = max_body
+        self.on_attempt = on_attempt  # (mas, agent) of each authorized attempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         params = scope["path_params"]
@@ -156,6 +163,8 @@ class AttemptsEndpoint:
         headers = dict(scope["headers"])  # names are lower-case in ASGI
         agent = authorize(self.server, mas, headers.get(b"authorization", b"").decode("latin-1"))
         self.server.ledger(mas, protocol, agent)  # 404/403 before reading
+        if self.on_attempt is not None:
+            self.on_attempt(mas, agent.name)
         kind = headers.get(b"content-type")
         check_content_type(None if kind is None else kind.decode("latin-1"))
         declared = headers.get(b"content-length")

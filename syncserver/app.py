@@ -32,6 +32,7 @@ from strabo.core.ledger import Ledger
 from strabo.core.limits import Limits
 from strabo.core.server import SyncServer
 from syncserver._attempts import AttemptsEndpoint, Shortcut, authorize, encode
+from syncserver._presence import Presence
 
 log = logging.getLogger("strabo.syncserver")
 
@@ -76,7 +77,7 @@ def create_app(
     ``syncserver.uvicorn_options(limits)``, as ``strabo syncserver`` does.
     """
     limits = (limits or server.config.limits).replace(max_body=max_body)
-    streams: dict[tuple[str, str], int] = {}  # (mas, agent) -> open event streams
+    presence = Presence()
     chunk = max(limits.write_buffer, 4096)
     server.cache_tail(limits.log_cache_bytes)
 
@@ -85,7 +86,7 @@ def create_app(
         return authorize(server, request.path_params["mas"], header)
 
     async def health(request: Request) -> Response:
-        return _json({"status": "ok", "policy": server.policy, "streams": sum(streams.values())})
+        return _json({"status": "ok", "policy": server.policy, "streams": presence.total})
 
     async def mas_info(request: Request) -> Response:
         agent = caller(request)
@@ -97,6 +98,24 @@ def create_app(
                 "roles": {p: sorted(r) for p, r in agent.roles.items()},
                 "protocols": list(system.protocols),
                 "policy": server.policy,
+            }
+        )
+
+    async def agents(request: Request) -> Response:
+        caller(request)  # any agent of the MAS may see who takes part in it
+        system = server.system(request.path_params["mas"])
+        return _json(
+            {
+                "mas": system.name,
+                "agents": [
+                    {
+                        "name": name,
+                        "roles": {p: sorted(r) for p, r in config.roles.items()},
+                        "url": config.url,
+                        **presence.describe(system.name, name),
+                    }
+                    for name, config in sorted(system.agents.items())
+                ],
             }
         )
 
@@ -127,23 +146,19 @@ def create_app(
     async def events(request: Request) -> Response:
         agent, ledger = ledger_for(request)
         after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
-        who = (ledger.mas, agent.name)
-        if streams.get(who, 0) >= limits.max_streams_per_agent:
+        mas, name = ledger.mas, ledger.protocol.name
+        if presence.streams(mas, agent.name) >= limits.max_streams_per_agent:
             raise ServiceError(
                 429,
                 "too-many-streams",
                 f"agent {agent.name!r} already holds {limits.max_streams_per_agent} event "
                 "streams: close one first (one stream per protocol is enough for an agent)",
             )
-        streams[who] = streams.get(who, 0) + 1
+        presence.opened(mas, agent.name, name)
         stream = ledger.subscribe(after, max_bytes=limits.stream_backlog_bytes)
 
         def closed() -> None:
-            left = streams.get(who, 1) - 1
-            if left > 0:
-                streams[who] = left
-            else:
-                streams.pop(who, None)
+            presence.closed(mas, agent.name, name)
 
         async def frames() -> AsyncIterator[bytes]:
             yield b": connected\n\n"
@@ -284,11 +299,12 @@ def create_app(
                 await server.stop()
 
     prefix = "/mas/{mas}/protocols/{protocol}"
-    attempts = AttemptsEndpoint(server, limits.max_body)
+    attempts = AttemptsEndpoint(server, limits.max_body, on_attempt=presence.attempted)
     return Starlette(
         routes=[
             Route("/health", health),
             Route("/mas/{mas}", mas_info),
+            Route("/mas/{mas}/agents", agents),
             Route(prefix, protocol_info),
             Route(prefix + "/attempts", attempts, methods=["POST"]),
             Route(prefix + "/events", events),

@@ -321,3 +321,39 @@ async def test_reading_state(api) -> None:
     page = (await business.get(f"{BASE}/log", params={"after": 1, "limit": 5})).json()
     assert [e["seq"] for e in page["events"]] == [2] and page["last_seq"] == 2
     assert json.loads(json.dumps(page))["events"][0]["instances"][0]["performer"] == "platform"
+
+
+async def test_agents_listing_shows_roles_streams_and_attempts(api) -> None:
+    h, platform, business = api
+    listing = (await platform.get("/mas/default/agents")).json()
+    assert listing["mas"] == "default"
+    assert [a["name"] for a in listing["agents"]] == ["business", "outsider", "platform"]
+    before = {a["name"]: a for a in listing["agents"]}
+    assert before["business"]["roles"] == {
+        "IncrementalUCP": ["Business"],
+        "SimpleUCP": ["Business"],
+    }
+    assert before["platform"] == {
+        "name": "platform",
+        "roles": {"SimpleUCP": ["Platform"]},
+        "url": None,
+        "connected": False,
+        "streams": {},
+        "connected_since": None,
+        "last_attempt": None,
+    }
+    assert (await create(platform, "listed")).status_code == 200
+    async with business.stream("GET", f"{BASE}/events") as events:
+        assert events.status_code == 200
+        lines = events.aiter_lines()
+        assert await anext(lines) == ": connected"  # the server has counted the stream
+        listed = (await platform.get("/mas/default/agents")).json()["agents"]
+        agents = {a["name"]: a for a in listed}
+    assert agents["business"]["connected"] is True
+    assert agents["business"]["streams"] == {"SimpleUCP": 1}
+    assert agents["business"]["connected_since"].endswith("Z")
+    assert agents["platform"]["connected"] is False
+    assert agents["platform"]["last_attempt"].endswith("Z")
+    assert agents["business"]["last_attempt"] is None
+    async with h.client(None) as anonymous:
+        assert (await anonymous.get("/mas/default/agents")).status_code == 401
