@@ -1,9 +1,14 @@
-"""LLM agent evaluation: Ahoy's scenarios on strabo, against the real Anthropic API.
+"""LLM agent evaluation: Ahoy's scenarios on strabo, against a real model.
 
     ANTHROPIC_API_KEY=... .venv/bin/python bench/llm_eval.py            # all, once
     .venv/bin/python bench/llm_eval.py --scenario purchase --runs 3
     .venv/bin/python bench/llm_eval.py --model claude-haiku-4-5 --json out.json
-    .venv/bin/python bench/llm_eval.py --recorded    # offline: the tests' recorded answers
+    .venv/bin/python bench/llm_eval.py --provider openai \
+        --base-url http://127.0.0.1:11434/v1 --model llama3.1   # Ollama, vLLM, llama.cpp...
+    OPENAI_API_KEY=... .venv/bin/python bench/llm_eval.py --provider openai --model M
+    .venv/bin/python bench/llm_eval.py --recorded    # offline: the tests' scripted answers
+    .venv/bin/python bench/llm_eval.py --fake-openai # offline: a model that always calls
+                                                     # the first offered tool
 
 Each scenario (samples/llm/scenarios.py) runs one LLM agent against coded
 counterparts on an embedded SyncServer; the UCP one also runs the bundled
@@ -12,85 +17,149 @@ success (judged on the finalized log, not on what the model said), LLM calls,
 actions attempted, rejected attempts, protocol violations accepted (the log is
 replayed through the semantics from scratch: must be 0), tokens and wall time.
 
---recorded replays tests/fixtures/llm instead of calling the API: it checks the
-harness, not the model.
+--recorded replays tests/fixtures/llm instead of calling the API (served on
+loopback in the provider's wire format, so the SDK is real): it checks the
+harness, not the model. --fake-openai starts samples/llm/fake_openai.py in the
+process, an OpenAI-compatible endpoint that always calls the first offered tool
+with arguments its schema accepts: no run succeeds, but each must end within its
+budget with no protocol violation accepted, which is what the protocols
+guarantee whatever the model does.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from peach.llm import DEFAULT_MODEL, Budget  # noqa: E402
+from peach.llm import DEFAULT_MODEL, PROVIDERS, Budget  # noqa: E402
 from samples.llm.scenarios import SCENARIOS, Outcome  # noqa: E402
 
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run the LLM agent scenarios and report how they went.",
-        epilog="Without ANTHROPIC_API_KEY (and without --recorded) nothing runs.",
+        epilog="Anthropic needs ANTHROPIC_API_KEY; OpenAI itself OPENAI_API_KEY; a local "
+        "OpenAI-compatible server only --base-url. --recorded and --fake-openai need nothing.",
     )
     parser.add_argument(
         "--scenario", action="append", choices=sorted(SCENARIOS), metavar="NAME",
         help=f"a scenario to run (repeatable; default all: {', '.join(SCENARIOS)})",
     )
     parser.add_argument("--runs", type=int, default=1, help="runs per scenario (default 1)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"default {DEFAULT_MODEL}")
+    parser.add_argument("--provider", choices=PROVIDERS, default="anthropic",
+                        help="anthropic (default) or openai (any OpenAI-compatible endpoint)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="the endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama")
+    parser.add_argument("--model", help=f"default {DEFAULT_MODEL} for anthropic; required "
+                        "for openai (except with --recorded or --fake-openai)")
     parser.add_argument("--max-calls", type=int, default=20, help="per run (default 20)")
-    parser.add_argument("--max-seconds", type=float, default=180, help="per run (default 180)")
+    parser.add_argument("--max-seconds", type=float, default=None,
+                        help="per run (default 180; 10 with --fake-openai, whose runs often "
+                        "wait for counterparts that its values never interest)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--transcripts", metavar="DIR", help="save each run's transcript there")
     parser.add_argument("--recorded", action="store_true",
-                        help="replay the tests' recorded answers instead of calling the API")
-    return parser.parse_args()
+                        help="replay the tests' scripted answers instead of calling the API")
+    parser.add_argument("--fake-openai", action="store_true",
+                        help="run against an in-process OpenAI-compatible endpoint that always "
+                        "calls the first offered tool (samples/llm/fake_openai.py)")
+    args = parser.parse_args()
+    if args.fake_openai:
+        args.provider = "openai"
+    if args.max_seconds is None:
+        args.max_seconds = 10.0 if args.fake_openai else 180.0
+    if args.model is None:
+        fake = args.recorded or args.fake_openai
+        args.model = "fake" if fake else DEFAULT_MODEL if args.provider == "anthropic" else None
+    return args
 
 
-def client_for(name: str, recorded: bool) -> Any:
-    if not recorded:
-        import anthropic
+def missing(args: argparse.Namespace) -> str | None:
+    """What the command line lacks to reach a model, if anything."""
+    if args.recorded and args.fake_openai:
+        return "--recorded and --fake-openai exclude each other"
+    if args.recorded or args.fake_openai:
+        return None
+    if args.model is None:
+        return "--provider openai needs --model: the name the endpoint serves"
+    if args.provider == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+        return ("set ANTHROPIC_API_KEY to run against the API (or --recorded to replay the "
+                "scripted answers offline)")
+    if args.provider == "openai" and not (args.base_url or os.environ.get("OPENAI_API_KEY")
+                                          or os.environ.get("OPENAI_BASE_URL")):
+        return ("set OPENAI_API_KEY, or give --base-url of an OpenAI-compatible server "
+                "(or --fake-openai to run offline)")
+    return None
 
-        return anthropic.AsyncAnthropic()
-    from tests.llm.fake import FakeModel, load
 
-    return FakeModel(load(name)).client()
+@contextlib.asynccontextmanager
+async def endpoint(args: argparse.Namespace) -> AsyncIterator[None]:
+    """With --fake-openai, the fake endpoint serves while the runs go on."""
+    if not args.fake_openai:
+        yield
+        return
+    from samples.llm import fake_openai
+    from strabo import serve
+
+    async with serve(fake_openai.app()) as url:
+        args.base_url = f"{url}/v1"
+        yield
+
+
+@contextlib.asynccontextmanager
+async def model_options(name: str, args: argparse.Namespace) -> AsyncIterator[dict[str, Any]]:
+    """How the agent reaches its model: the scripted server (--recorded), or a
+    client the agent makes itself for the provider and base URL."""
+    if args.recorded:
+        from tests.llm.fake import FakeModel, load
+
+        async with FakeModel(load(name), args.provider).serving() as fake:
+            yield {"client": fake.client()}
+        return
+    yield {"provider": args.provider, "base_url": args.base_url}
 
 
 async def run_one(name: str, args: argparse.Namespace, n: int) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "client": client_for(name, args.recorded),
-        "model": args.model,
-        "budget": Budget(max_calls=args.max_calls, max_seconds=args.max_seconds),
-    }
+    budget = Budget(max_calls=args.max_calls, max_seconds=args.max_seconds)
+    options: dict[str, Any] = {"model": args.model, "budget": budget}
     if args.transcripts:
         options["transcript"] = Path(args.transcripts) / f"{name}-{n}.json"
     started = time.monotonic()
     try:
-        outcome: Outcome = await SCENARIOS[name].run(**options)
+        async with model_options(name, args) as reach:
+            outcome: Outcome = await SCENARIOS[name].run(**options, **reach)
     except Exception as exc:  # a harness failure is a result too, not a crash of the table
         return {"scenario": name, "run": n, "success": False, "detail": f"{type(exc).__name__}: "
-                f"{exc}", "calls": 0, "attempted": 0, "rejected": 0, "violations": 0,
-                "tokens": 0, "seconds": time.monotonic() - started}
+                f"{exc}", "status": "harness", "reason": "", "calls": 0, "failed_calls": 0,
+                "attempted": 0, "rejected": 0, "violations": 0, "tokens": 0,
+                "seconds": time.monotonic() - started, "agent_seconds": 0.0}
     report = outcome.report
     return {
         "scenario": name,
         "run": n,
         "success": outcome.success,
         "detail": outcome.detail,
+        "status": report.status,
+        "reason": report.reason,
         "calls": report.llm_calls,
+        "failed_calls": report.failed_calls,
         "attempted": outcome.attempted,
         "rejected": report.rejections,
         "violations": outcome.violations,
         "tokens": report.input_tokens + report.output_tokens,
         "seconds": time.monotonic() - started,
+        "agent_seconds": report.seconds,  # the run alone, which the wall-time budget bounds
     }
 
 
@@ -113,35 +182,45 @@ def table(rows: list[dict[str, Any]]) -> str:
     )
     for r in rows:
         if not r["success"]:
-            lines.append(f"  {r['scenario']} run {r['run']}: {r['detail']}")
+            lines.append(f"  {r['scenario']} run {r['run']} ({r['status']}): {r['detail']}")
     return "\n".join(lines)
 
 
 async def run_all(names: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
-    for name in names:
-        for n in range(1, args.runs + 1):
-            rows.append(await run_one(name, args, n))
-            print(f"  {name} run {n}: {'ok' if rows[-1]['success'] else 'FAILED'}", flush=True)
+    async with endpoint(args):
+        for name in names:
+            for n in range(1, args.runs + 1):
+                rows.append(await run_one(name, args, n))
+                row = rows[-1]
+                print(f"  {name} run {n}: {'ok' if row['success'] else 'FAILED'} "
+                      f"({row['status']})", flush=True)
     return rows
 
 
 def main() -> int:
     args = arguments()
-    if not args.recorded and not os.environ.get("ANTHROPIC_API_KEY"):
-        print("llm_eval: set ANTHROPIC_API_KEY to run against the API (or --recorded to "
-              "replay the recorded answers offline)", file=sys.stderr)
+    problem = missing(args)
+    if problem:
+        print(f"llm_eval: {problem}", file=sys.stderr)
         return 2
     if args.transcripts:
         Path(args.transcripts).mkdir(parents=True, exist_ok=True)
     names = args.scenario or list(SCENARIOS)
-    mode = "recorded answers" if args.recorded else f"model {args.model}"
+    if args.recorded:
+        mode = f"scripted answers ({args.provider} wire format)"
+    elif args.fake_openai:
+        mode = "the fake OpenAI endpoint (always the first offered tool)"
+    else:
+        mode = f"{args.provider} model {args.model}" + (f" at {args.base_url}"
+                                                          if args.base_url else "")
     print(f"LLM agent evaluation: {len(names)} scenario(s) x {args.runs} run(s), {mode}\n")
     rows = asyncio.run(run_all(names, args))
     print()
     print(table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": mode, "runs": rows}, indent=2))
+        Path(args.json).write_text(json.dumps(
+            {"model": mode, "provider": args.provider, "runs": rows}, indent=2))
     violations = sum(r["violations"] for r in rows)
     return 1 if violations else 0
 

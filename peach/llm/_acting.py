@@ -10,7 +10,7 @@ concept.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langshaw import json_equal
@@ -18,6 +18,7 @@ from peach.adapter import PeachAdapter
 from peach.errors import ActionRejected, BindError, ExecutorError
 from peach.feasible import FeasibleAction
 from peach.llm._messages import _InvalidCall, _Stop
+from peach.llm._model import ToolCall
 from peach.llm.prompting import (
     Event,
     Offer,
@@ -58,24 +59,31 @@ class _Acting:
         raise NotImplementedError
 
     async def _run_tools(
-        self, uses: list[Any], by_tool: dict[str, Offer], record: DecisionRecord
+        self, uses: Sequence[ToolCall], by_tool: dict[str, Offer], record: DecisionRecord
     ) -> tuple[list[dict[str, Any]], bool, bool]:
         """Carry out the model's tool calls. Returns the results, whether any call
         was invalid, and whether the decision is settled: something was done (an
         action, wait, done, a dismissal), nothing failed, and no answer (a local
-        tool's, a recall) is waiting to be read."""
+        tool's, a recall) is waiting to be read. A call whose arguments could not
+        be read (malformed JSON from an OpenAI-compatible server) is invalid."""
         results: list[dict[str, Any]] = []
         invalid = False
         settled = False
         answers = False
         stopping = False
         for use in uses:
-            name, arguments = use.name, dict(use.input or {})
-            record.tool_calls.append({"tool": name, "input": self.redactor.bindings(arguments)})
+            name, arguments = use.name, dict(use.arguments)
+            called: dict[str, Any] = {"tool": name, "input": self.redactor.bindings(arguments)}
+            record.tool_calls.append({**called, **({"error": use.error} if use.error else {})})
             error = False
             try:
                 if stopping:
                     text = "ignored: done was called before"
+                elif use.error is not None:
+                    raise _InvalidCall(
+                        f"{name} was not called: {use.error}; call it again with its "
+                        "arguments as one JSON object"
+                    )
                 elif name in by_tool:
                     text, ok = await self.perform_offer(by_tool[name], arguments)
                     error = not ok

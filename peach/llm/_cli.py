@@ -14,9 +14,9 @@ Run an LLM agent that enacts Langshaw protocols toward a goal in plain words.
 Give each role it plays as a pair, in order: --protocol FILE --role ROLE (repeat
 the pair for several roles, in one protocol or several); FILE may name a bundled
 protocol ('--protocol purchase', see 'strabo protocols'). The protocols decide
-what the agent may do; the model (Claude, through the Anthropic API) only
-chooses among the enabled actions and binds their attributes. Every attempt is
-checked against the protocol, so a model mistake is refused, never enacted.
+what the agent may do; the model only chooses among the enabled actions and
+binds their attributes. Every attempt is checked against the protocol, so a
+model mistake is refused, never enacted.
 
 Where the social state lives:
   --syncserver URL --token T   join a running SyncServer (see strabo syncserver);
@@ -31,15 +31,24 @@ is in is complete, when the model says the goal is reached, or when a budget
 (--max-calls, --max-seconds, --max-tokens) runs out. Exit status: 0 when the
 goal was reached, 1 when the run stopped otherwise, 2 for a usage error.
 
-The API key comes from ANTHROPIC_API_KEY; --base-url (or ANTHROPIC_BASE_URL)
-points at another endpoint. docs/llm-agents.md explains prompts, tools, hooks
-and transcripts.
+The model, through one of two providers (--provider):
+  anthropic (default)  Claude, through the Anthropic Messages API; the key comes
+                       from ANTHROPIC_API_KEY; --model defaults to claude-sonnet-4-6
+  openai               any OpenAI-compatible Chat Completions endpoint: OpenAI
+                       itself (key from OPENAI_API_KEY), or a local server at
+                       --base-url (Ollama http://127.0.0.1:11434/v1, vLLM
+                       http://127.0.0.1:8000/v1, llama.cpp http://127.0.0.1:8080/v1),
+                       which needs no key (a placeholder is sent); --model is
+                       required: the name the endpoint serves (e.g. llama3.1)
+docs/llm-agents.md explains providers, prompts, tools, hooks and transcripts.
 
 Example (the Purchase sample's sellers and shipper join the embedded server):
   strabo agent --protocol protocols/purchase.lsh --role Buyer --embedded \\
       --port 8300 --mas purchase --goal "Buy a pen for at most 10; pick the \\
       cheapest quote; deliver to 1 Main St."
   python -m samples.purchase.seller      # in another shell, and the shipper
+The same with a local model served by Ollama: add
+  --provider openai --base-url http://127.0.0.1:11434/v1 --model llama3.1
 """
 
 
@@ -91,8 +100,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
     model = parser.add_argument_group("model and budget")
-    model.add_argument("--model", metavar="M", help="the Claude model (default claude-sonnet-4-6)")
-    model.add_argument("--base-url", metavar="URL", help="another Messages API endpoint")
+    model.add_argument(
+        "--provider", choices=PROVIDER_CHOICES, default=None,
+        help="anthropic (the Messages API, the default) or openai (any OpenAI-compatible "
+        "Chat Completions endpoint)",
+    )
+    model.add_argument(
+        "--model", metavar="M",
+        help="the model: default claude-sonnet-4-6 for anthropic; required for openai",
+    )
+    model.add_argument(
+        "--base-url", metavar="URL",
+        help="the provider's endpoint, e.g. http://127.0.0.1:11434/v1 for Ollama with "
+        "--provider openai (default: the provider's own API, or ANTHROPIC_BASE_URL / "
+        "OPENAI_BASE_URL)",
+    )
     model.add_argument("--max-calls", type=int, default=50, metavar="N",
                        help="stop after N LLM calls (default 50)")
     model.add_argument("--max-seconds", type=float, default=600.0, metavar="S",
@@ -103,6 +125,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="save every prompt, tool call and result as JSON")
     model.add_argument("-v", "--verbose", action="store_true",
                        help="log each decision and action as it happens")
+
+
+# Kept literal so that `strabo --help` loads no SDK; tests check it matches PROVIDERS.
+PROVIDER_CHOICES = ("anthropic", "openai")
 
 
 class UsageError(Exception):
@@ -117,8 +143,9 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
     )
-    if not args.verbose:
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+    if not args.verbose:  # the SDKs' transports log every request at INFO
+        for transport in ("httpx", "httpx2"):
+            logging.getLogger(transport).setLevel(logging.WARNING)
     try:
         return asyncio.run(run_agent(args))
     except UsageError as exc:
@@ -136,20 +163,28 @@ async def run_agent(
     import asyncio
     import contextlib
     import inspect
-    import os
     import signal
 
     from peach import ExecutorError, LocalExecutor, PeachAdapter, SyncExecutor
-    from peach.llm import DEFAULT_MODEL, Budget, LLMAgent, LLMError
+    from peach.llm import Budget, LLMAgent, LLMError
+    from peach.llm._providers import default_model, missing_key, provider_of
 
     pairs = _roles(args)
     goal = _goal(args)
     name = args.name or pairs[0][1].lower()
-    if client is None and not os.environ.get("ANTHROPIC_API_KEY"):
+    try:
+        provider = provider_of(client, args.provider)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if provider == "openai" and not args.model:
         raise UsageError(
-            "no Anthropic API key: set ANTHROPIC_API_KEY to the key the agent should use "
-            "(https://console.anthropic.com/settings/keys)"
+            "--provider openai needs --model: the name the endpoint serves "
+            "(e.g. llama3.1 for Ollama)"
         )
+    model = default_model(provider, args.model)
+    problem = missing_key(provider, args.base_url) if client is None else None
+    if problem:
+        raise UsageError(problem)
     if bool(args.syncserver) == bool(args.embedded):
         raise UsageError("say where the social state lives: --syncserver URL --token T, "
                          "or --embedded")
@@ -199,7 +234,7 @@ async def run_agent(
         adapters = [PeachAdapter(name, p, role, executor) for p, role in pairs]
         try:
             agent = LLMAgent(
-                adapters, goal, client=client, model=args.model or DEFAULT_MODEL, budget=budget,
+                adapters, goal, client=client, model=model, budget=budget, provider=provider,
                 base_url=args.base_url, transcript=args.transcript, secrets=args.secret,
                 name=name,
             )

@@ -1,12 +1,24 @@
-"""Shaping the messages exchanged with the model: tool results, echoes of its
-own content, and the scrubbing of secrets from what is kept."""
+"""Shaping the conversation with the model: tool results as a message, the
+scrubbing of secrets from what is sent, and the shape the transcript keeps.
+
+Everything here is provider-neutral (:mod:`peach.llm._model`): each provider
+translates the result to its own wire format, so a secret scrubbed here is
+scrubbed for every provider.
+"""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
+from peach.llm._model import Message, ModelTurn, ToolResult
+
 log = logging.getLogger("strabo.llm")
+
+# Sent when an answer called no tool (text only): nothing is parsed from text.
+NUDGE = "Answer with tool calls only: an action, wait, or done."
+
 
 class _Stop(Exception):
     """Ends the agent's run with a status and a reason."""
@@ -21,54 +33,62 @@ class _InvalidCall(Exception):
     """A tool call the agent cannot carry out as given (fed back to the model)."""
 
 
-def _scrub_message(message: dict[str, Any], redactor: Any) -> dict[str, Any]:
-    """A message with secrets replaced in its text and tool inputs only (never in
-    roles, block types, ids or names, which the API needs intact)."""
-    content = message["content"]
-    if isinstance(content, str):
-        return {**message, "content": redactor.text(content)}
-    blocks = []
-    for block in content:
-        block = dict(block)
-        if block.get("type") == "text":
-            block["text"] = redactor.text(block["text"])
-        elif block.get("type") == "tool_result" and isinstance(block.get("content"), str):
-            block["content"] = redactor.text(block["content"])
-        elif block.get("type") == "tool_use":
-            block["input"] = redactor.scrub(block.get("input") or {})
-        blocks.append(block)
-    return {**message, "content": blocks}
+def _scrub_message(message: Message, redactor: Any) -> Message:
+    """A message with secrets replaced in its text, tool arguments and results
+    (never in roles, ids or tool names, which the API needs intact)."""
+    return replace(
+        message,
+        text=redactor.text(message.text),
+        tool_calls=tuple(
+            replace(c, arguments={k: redactor.scrub(v) for k, v in c.arguments.items()})
+            for c in message.tool_calls
+        ),
+        results=tuple(replace(r, content=redactor.text(r.content)) for r in message.results),
+    )
 
 
-def _tool_results(results: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+def _results_message(results: list[dict[str, Any]]) -> Message:
+    """The answers to the model's tool calls, or the nudge when it called none."""
     if not results:
-        return "Answer with tool calls only: an action, wait, or done."
-    return [
+        return Message("user", text=NUDGE)
+    return Message(
+        "user", results=tuple(ToolResult(r["id"], r["content"], r["error"]) for r in results)
+    )
+
+
+def _shown_message(message: Message) -> Any:
+    """What the transcript keeps of a message sent: its text, or its results."""
+    if not message.results:
+        return message.text
+    shown: list[dict[str, Any]] = [
         {
             "type": "tool_result",
-            "tool_use_id": r["id"],
-            "content": r["content"],
-            **({"is_error": True} if r["error"] else {}),
+            "tool_use_id": r.id,
+            "content": r.content,
+            **({"is_error": True} if r.error else {}),
         }
-        for r in results
+        for r in message.results
     ]
+    if message.text:
+        shown.append({"type": "text", "text": message.text})
+    return shown
 
 
-def _echo(content: list[Any]) -> list[dict[str, Any]]:
-    """The model's answer as message params, to send back with the tool results."""
-    blocks = []
-    for block in map(_block, content):
-        if block.get("type") == "tool_use":
-            blocks.append({k: block[k] for k in ("type", "id", "name", "input")})
-        elif block.get("type") == "text" and block.get("text"):
-            blocks.append({"type": "text", "text": block["text"]})
+def _shown_turn(turn: ModelTurn, redactor: Any) -> list[dict[str, Any]]:
+    """What the transcript keeps of an answer, in the same shape for every
+    provider: a text block, then one ``tool_use`` block per call (secret
+    attributes replaced; an unreadable call with its ``error``)."""
+    blocks: list[dict[str, Any]] = []
+    if turn.text:
+        blocks.append({"type": "text", "text": turn.text})
+    for call in turn.tool_calls:
+        block: dict[str, Any] = {
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name,
+            "input": redactor.bindings(call.arguments),
+        }
+        if call.error:
+            block["error"] = call.error
+        blocks.append(block)
     return blocks
-
-
-def _block(block: Any) -> dict[str, Any]:
-    if isinstance(block, dict):
-        return dict(block)
-    if hasattr(block, "model_dump"):
-        dumped: dict[str, Any] = block.model_dump(exclude_none=True)
-        return dumped
-    return {"type": getattr(block, "type", "unknown")}

@@ -4,7 +4,9 @@ The adapters enforce the protocols; the model only chooses among the enabled
 actions and binds their attributes, through native tool use. Decisions are
 taken one at a time, each with a fresh prompt, when something calls for one:
 the start, an action newly enabled, an awaited action, an external event.
-Events arriving during a decision are folded into the next one.
+Events arriving during a decision are folded into the next one. The model is
+reached through one provider-neutral interface (:mod:`peach.llm._model`), so
+none of this depends on whose model it is.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -22,7 +23,15 @@ from typing import Any
 from peach.adapter import PeachAdapter
 from peach.feasible import FeasibleAction
 from peach.llm._acting import _Acting
-from peach.llm._messages import _block, _echo, _scrub_message, _Stop, _tool_results
+from peach.llm._messages import (
+    _results_message,
+    _scrub_message,
+    _shown_message,
+    _shown_turn,
+    _Stop,
+)
+from peach.llm._model import Message, Model, ModelTurn, ToolSpec
+from peach.llm._providers import DEFAULT_MODEL, connect, default_model, provider_of
 from peach.llm.prompting import (
     BUILTIN_TOOLS,
     DISMISS_TOOL,
@@ -38,15 +47,20 @@ from peach.llm.tools import Budget, Hooks, Tool
 
 log = logging.getLogger("strabo.llm")
 
-DEFAULT_MODEL = "claude-sonnet-4-6"
 Fallback = Callable[["LLMAgent", str], Awaitable[Any]]
 
 
 class LLMAgent(_Acting):
     """One agent, one goal, any number of adapters (roles in one or more protocols).
 
-    ``client`` is an ``anthropic.AsyncAnthropic`` (made from ``ANTHROPIC_API_KEY``
-    and ``base_url`` when not given). ``tools`` are local :class:`Tool` s;
+    ``provider`` is ``"anthropic"`` (the Messages API) or ``"openai"`` (any
+    OpenAI-compatible Chat Completions endpoint: OpenAI, Ollama, vLLM, llama.cpp's
+    server, at ``base_url``). ``client`` is an ``anthropic.AsyncAnthropic`` or an
+    ``openai.AsyncOpenAI``, and names the provider by itself; without one it is
+    made from ``ANTHROPIC_API_KEY`` or ``OPENAI_API_KEY`` (not needed with a
+    ``base_url``), with ``api_retries`` retries of 429, 5xx and timeouts.
+    ``model`` defaults to :data:`DEFAULT_MODEL` for Anthropic and must be given
+    for OpenAI-compatible endpoints. ``tools`` are local :class:`Tool` s;
     ``hooks`` a :class:`Hooks`; ``fallback`` a coroutine ``fallback(agent, reason)``
     used when the model cannot be (it may call :meth:`perform`); ``budget`` bounds
     the run. ``secrets`` names attributes whose values the model never sees.
@@ -57,7 +71,7 @@ class LLMAgent(_Acting):
         adapters: Sequence[PeachAdapter],
         goal: str,
         client: Any = None,
-        model: str = DEFAULT_MODEL,
+        model: str | None = None,
         tools: Iterable[Tool] = (),
         hooks: Hooks | None = None,
         fallback: Fallback | None = None,
@@ -65,7 +79,9 @@ class LLMAgent(_Acting):
         *,
         name: str | None = None,
         secrets: Iterable[str] = (),
+        provider: str | None = None,
         base_url: str | None = None,
+        api_retries: int = 2,
         confirm_done: bool = True,
         max_retries: int = 2,
         max_rounds: int = 6,
@@ -82,9 +98,12 @@ class LLMAgent(_Acting):
             raise ValueError("an LLMAgent needs a goal")
         self.goal = goal
         self.name = name or self.adapters[0].name
-        self.model = model
+        self.provider = provider_of(client, provider)
+        self.model = default_model(self.provider, model)
         self.client = client
         self.base_url = base_url
+        self.api_retries = api_retries
+        self._model: Model | None = None
         self.tools = {t.name: t for t in tools}
         reserved = {t["name"] for t in BUILTIN_TOOLS} | {DISMISS_TOOL["name"]}
         clash = reserved & set(self.tools)
@@ -92,6 +111,7 @@ class LLMAgent(_Acting):
             raise ValueError(f"local tool names {sorted(map(str, clash))} are reserved")
         self.hooks = hooks or Hooks()
         known = {a for adapter in self.adapters for a in adapter.protocol.actions}
+        known |= {t.name for t in self.tools.values() if t.runs_hooks}  # MCP tools
         unknown = self.hooks.actions - known
         if unknown:
             raise ValueError(f"hooks name actions no protocol of this agent has: {sorted(unknown)}")
@@ -132,7 +152,9 @@ class LLMAgent(_Acting):
         self._stop: _Stop | None = None
         self._started_at = 0.0
         self._decision = 0
-        self._transcript: list[dict[str, Any]] = [{"system": self._system, "model": model}]
+        self._transcript: list[dict[str, Any]] = [
+            {"system": self._system, "provider": self.provider, "model": self.model}
+        ]
         self.report = AgentReport("running", "")
 
     # Outside world ----------------------------------------------------------------
@@ -157,8 +179,11 @@ class LLMAgent(_Acting):
     async def run(self) -> AgentReport:
         """Start the adapters (those not running), decide until the goal is reached,
         the protocols' enactments are complete, or the budget runs out."""
-        if self.client is None:
-            self.client = self._default_client()
+        self._model = connect(
+            self.provider, self.client, self.model, base_url=self.base_url,
+            timeout=self.timeout, retries=self.api_retries,
+        )
+        self.client = self._model.client
         self._started_at = time.monotonic()
         started: list[PeachAdapter] = []
         listeners = []
@@ -189,16 +214,6 @@ class LLMAgent(_Acting):
             await asyncio.to_thread(self._write_transcript)
         log.info("%s: %s", self.name, self.report)
         return self.report
-
-    def _default_client(self) -> Any:
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise LLMError(
-                "no Anthropic API key: set ANTHROPIC_API_KEY (or pass client=...) to use an "
-                "LLM agent"
-            )
-        import anthropic
-
-        return anthropic.AsyncAnthropic(base_url=self.base_url, timeout=self.timeout)
 
     async def _loop(self) -> None:
         while True:
@@ -411,7 +426,7 @@ class LLMAgent(_Acting):
         record = DecisionRecord(self._decision, "llm", list(reasons))
         self.report.decisions.append(record)
         by_tool = {o.tool: o for o in offers}
-        tools = [o.spec(self.redactor, bool(self._events)) for o in offers]
+        tools: list[ToolSpec] = [o.spec(self.redactor, bool(self._events)) for o in offers]
         tools += BUILTIN_TOOLS + ([DISMISS_TOOL] if self._events else [])
         tools += [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
@@ -419,14 +434,14 @@ class LLMAgent(_Acting):
         ]
         prompt = self.prompt(reasons, offers)
         self._outcomes = []
-        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        messages = [Message("user", text=prompt)]
         entry: dict[str, Any] = {"decision": self._decision, "reasons": reasons, "rounds": []}
         self._transcript.append(entry)
         acted = self.report.actions
         failures = 0
         for _ in range(self.max_rounds):
             try:
-                response = await self._call(messages, tools, entry)
+                turn = await self._call(messages, tools, entry)
             except _Stop:
                 raise
             except Exception as exc:  # the API failed (after the SDK's own retries)
@@ -435,8 +450,7 @@ class LLMAgent(_Acting):
                 await self._without_model(record, reason, acted)
                 return
             record.calls += 1
-            uses = [b for b in response.content if getattr(b, "type", None) == "tool_use"]
-            results, invalid, settled = await self._run_tools(uses, by_tool, record)
+            results, invalid, settled = await self._run_tools(turn.tool_calls, by_tool, record)
             entry["rounds"][-1]["results"] = results
             if settled:
                 return
@@ -449,38 +463,38 @@ class LLMAgent(_Acting):
                 await self._without_model(record, reason, acted)
                 return
             # Feed the results back (a local tool's answer, an error, a refusal) and go on.
-            messages.append({"role": "assistant", "content": _echo(response.content)})
-            messages.append({"role": "user", "content": _tool_results(results)})
+            # An empty answer is not echoed: the APIs refuse an empty assistant turn.
+            if turn.text or turn.tool_calls:
+                messages.append(turn.message())
+            messages.append(_results_message(results))
         reason = f"the model did not settle the decision in {self.max_rounds} rounds"
         await self._without_model(record, reason, acted)
 
     async def _call(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], entry: dict[str, Any]
-    ) -> Any:
+        self, messages: list[Message], tools: list[ToolSpec], entry: dict[str, Any]
+    ) -> ModelTurn:
         self._check_budget()
+        if self._model is None:
+            raise RuntimeError("the model is connected by run()")
         # Last line of defence: whatever was assembled, no secret leaves the process.
         messages = [_scrub_message(m, self.redactor) for m in messages]
         tools = [{**t, "description": self.redactor.text(t["description"])} for t in tools]
         entry["rounds"].append(
-            {"prompt": messages[-1]["content"], "tools": [t["name"] for t in tools]}
+            {"prompt": _shown_message(messages[-1]), "tools": [t["name"] for t in tools]}
         )
         remaining = self.budget.max_seconds - (time.monotonic() - self._started_at)
-        response = await self.client.messages.create(
-            model=self.model,
+        turn = await self._model.complete(
+            self.redactor.text(self._system),
+            messages,
+            tools,
             max_tokens=self.max_tokens,
-            system=self.redactor.text(self._system),
-            messages=messages,
-            tools=tools,
-            tool_choice={"type": "any"},
-            timeout=max(min(self.timeout, remaining), 1.0),
+            request_timeout=max(min(self.timeout, remaining), 1.0),
         )
         self.report.llm_calls += 1
-        usage = getattr(response, "usage", None)
-        if usage is not None:
-            self.report.input_tokens += getattr(usage, "input_tokens", 0) or 0
-            self.report.output_tokens += getattr(usage, "output_tokens", 0) or 0
-        entry["rounds"][-1]["response"] = [self._shown_block(b) for b in response.content]
-        return response
+        self.report.input_tokens += turn.input_tokens
+        self.report.output_tokens += turn.output_tokens
+        entry["rounds"][-1]["response"] = _shown_turn(turn, self.redactor)
+        return turn
 
     def _check_budget(self) -> None:
         budget, report = self.budget, self.report
@@ -492,12 +506,6 @@ class LLMAgent(_Acting):
             raise _Stop("budget", f"wall time budget of {budget.max_seconds:g} s used up")
 
     # Transcript ---------------------------------------------------------------------------
-
-    def _shown_block(self, block: Any) -> dict[str, Any]:
-        data = _block(block)
-        if data.get("type") == "tool_use":
-            data["input"] = {k: self.redactor.value(k, v) for k, v in data.get("input", {}).items()}
-        return data
 
     def _write_transcript(self) -> None:
         if self.transcript_path is None:

@@ -18,12 +18,17 @@ JSONSchema = dict[str, Any]
 
 @dataclass(frozen=True)
 class Tool:
-    """A local tool: ``fn(**input)`` (sync or async) returns a JSON-able result."""
+    """A local tool: ``fn(**input)`` (sync or async) returns a JSON-able result.
+
+    ``runs_hooks``: the tool runs the hooks named after it itself (an MCP tool
+    from :mod:`peach.mcp` does), so an agent accepts hooks of that name.
+    """
 
     name: str
     description: str
     input_schema: JSONSchema
     fn: Callable[..., Any]
+    runs_hooks: bool = False
 
     def __post_init__(self) -> None:
         if not self.name.replace("_", "").replace("-", "").isalnum() or len(self.name) > 64:

@@ -6,8 +6,10 @@ in plain words, and judges the run by what was finalized, not by what the model
 said. The finalized log is also replayed through the protocol semantics from
 scratch, so a protocol violation that got through would be counted.
 
-The tests (tests/llm) run these scenarios against a recorded model;
-``bench/llm_eval.py`` runs them against the real API.
+The tests (tests/llm) run these scenarios against a scripted model on loopback,
+in both providers' wire formats; ``bench/llm_eval.py`` runs them against a real
+model (any provider of :data:`peach.llm.PROVIDERS`), or against
+``samples/llm/fake_openai.py``.
 """
 
 from __future__ import annotations

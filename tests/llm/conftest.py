@@ -1,20 +1,25 @@
-"""Fixtures for the LLM agent tests: the recorded model."""
+"""Fixtures for the LLM agent tests: a scripted model behind a real local server."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
-from tests.llm.fake import FakeModel, load
+from tests.llm.fake import FakeModel
 
 
 @pytest.fixture
-def model(httpx_mock):
-    """A FakeModel without answers yet: ``model.script(name)`` loads a fixture."""
-    fake = FakeModel([]).install(httpx_mock)
+def provider() -> str:
+    """The wire format the fake model speaks; a test parametrizes ``provider`` to
+    run against both (``@pytest.mark.parametrize("provider", PROVIDERS)``)."""
+    return "anthropic"
 
-    def script(name: str) -> FakeModel:
-        fake.answers = load(name)
-        return fake
 
-    fake.script = script  # type: ignore[attr-defined]
-    return fake
+@pytest.fixture
+async def model(provider: str) -> AsyncIterator[FakeModel]:
+    """A FakeModel without answers yet, serving on a free loopback port:
+    ``model.script(name)`` loads a fixture, ``model.client()`` reaches it."""
+    fake = FakeModel([], provider)
+    async with fake.serving():
+        yield fake

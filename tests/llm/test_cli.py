@@ -1,5 +1,6 @@
 """``strabo agent``: usage errors as a real process, whole runs in-process against
-a real SyncServer over HTTP with the recorded model."""
+a real SyncServer over HTTP with the scripted model on loopback (tests/llm/fake.py),
+through either provider."""
 
 from __future__ import annotations
 
@@ -13,19 +14,21 @@ import pytest
 
 from langshaw import LangshawProtocol
 from peach import PeachAdapter, SyncExecutor
-from peach.llm import _cli
+from peach.llm import PROVIDERS, _cli
 from samples.llm import counterparts, scenarios
 from strabo.cli import build_parser
 from tests.conftest import PROTOCOLS, ROOT
 from tests.harness import harness
-from tests.llm.fake import client
 
-ANTHROPIC_ONLY = pytest.mark.httpx_mock(should_mock=lambda r: r.url.host == "api.anthropic.com")
 PURCHASE = str(PROTOCOLS / "purchase.lsh")
 
 
+KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
+        "OPENAI_BASE_URL")
+
+
 def strabo_agent(*args: str, key: str | None = "sk-test") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env = {k: v for k, v in os.environ.items() if k not in KEYS}
     if key:
         env["ANTHROPIC_API_KEY"] = key
     return subprocess.run(
@@ -38,8 +41,11 @@ def test_help_explains_the_command():
     result = strabo_agent("--help")
     assert result.returncode == 0
     for text in ("--protocol FILE", "--role ROLE", "--goal", "--syncserver", "--embedded",
-                 "--model", "--transcript", "ANTHROPIC_API_KEY", "docs/llm-agents.md"):
+                 "--model", "--transcript", "ANTHROPIC_API_KEY", "docs/llm-agents.md",
+                 "--provider {anthropic,openai}", "--base-url", "OPENAI_API_KEY",
+                 "http://127.0.0.1:11434/v1", "Ollama", "vLLM", "llama.cpp"):
         assert text in result.stdout, text
+    assert PROVIDERS == _cli.PROVIDER_CHOICES
 
 
 @pytest.mark.parametrize(
@@ -72,6 +78,11 @@ def test_help_explains_the_command():
          "--transcript /nonexistent/t.json: the folder /nonexistent does not exist"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--max-calls", "0"], "--max-calls must be positive"),
+        (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
+          "--provider", "openai"], "--provider openai needs --model"),
+        (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
+          "--provider", "openai", "--model", "m"], "no OpenAI API key: set OPENAI_API_KEY, "
+         "or give the base URL of an OpenAI-compatible server"),
     ],
 )
 def test_usage_errors_are_explained(args, message):
@@ -122,7 +133,6 @@ def coded_peers(protocol: LangshawProtocol, url: str, tokens: dict[str, str],
     return adapters
 
 
-@ANTHROPIC_ONLY
 async def test_agent_joins_a_running_syncserver(model, tmp_path, capsys):
     model.script("purchase")
     protocol = LangshawProtocol.load(PURCHASE)
@@ -137,7 +147,7 @@ async def test_agent_joins_a_running_syncserver(model, tmp_path, capsys):
             args = parse("--protocol", PURCHASE, "--role", "Buyer", "--goal",
                          scenarios.PURCHASE_GOAL, "--syncserver", h.url, "--token",
                          "buyer-token", "--transcript", str(transcript))
-            status = await _cli.run_agent(args, client=client())
+            status = await _cli.run_agent(args, client=model.client())
     out = capsys.readouterr().out
     assert status == 0, (out, model.unanswered)
     assert "strabo agent: done: bought a pen from cheap for 4" in out
@@ -145,8 +155,13 @@ async def test_agent_joins_a_running_syncserver(model, tmp_path, capsys):
     assert json.loads(transcript.read_text())[-1]["report"].startswith("done")
 
 
-@ANTHROPIC_ONLY
-async def test_agent_with_an_embedded_syncserver_that_peers_join(model, capsys):
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_agent_with_an_embedded_syncserver_that_peers_join(model, provider, capsys,
+                                                                  monkeypatch):
+    """The whole command, the client made as the command makes it: a local
+    OpenAI-compatible server needs only --base-url (no key)."""
+    for variable in KEYS:
+        monkeypatch.delenv(variable, raising=False)
     model.script("purchase")
     protocol = LangshawProtocol.load(PURCHASE)
     peers: list[PeachAdapter] = []
@@ -157,11 +172,17 @@ async def test_agent_with_an_embedded_syncserver_that_peers_join(model, capsys):
         for peer in peers:
             await peer.start()
 
+    if provider == "anthropic":
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        endpoint = ["--base-url", model.url]
+    else:
+        endpoint = ["--provider", "openai", "--base-url", f"{model.url}/v1"]
     args = parse("--protocol", PURCHASE, "--role", "Buyer", "--goal", scenarios.PURCHASE_GOAL,
                  "--embedded", "--mas", "purchase", "--peer", "cheap=Seller",
-                 "--peer", "dear=Seller", "--peer", "shipper=Shipper")
+                 "--peer", "dear=Seller", "--peer", "shipper=Shipper", *endpoint,
+                 "--model", "test-model")
     try:
-        status = await _cli.run_agent(args, on_ready=ready, client=client())
+        status = await _cli.run_agent(args, on_ready=ready)
     finally:
         for peer in peers:
             await peer.stop()
@@ -169,6 +190,8 @@ async def test_agent_with_an_embedded_syncserver_that_peers_join(model, capsys):
     assert status == 0, (out, model.unanswered)
     assert "SyncServer at http://127.0.0.1:" in out
     assert "peer cheap (Seller): token cheap-secret" in out
+    assert {b["model"] for b in model.bodies} == {"test-model"}
+    assert len(model.bodies) == 3
 
 
 def test_default_peers_play_the_other_roles():

@@ -1,8 +1,11 @@
-"""The evaluation scenarios end to end, against recorded model answers.
+"""The evaluation scenarios end to end, against scripted model answers, for
+each provider.
 
 Each scenario runs a real embedded SyncServer, coded counterparts and the LLM
-agent; only the Anthropic API is replaced (tests/fixtures/llm). A scenario is
-judged by the finalized log, replayed through the protocol semantics.
+agent; the model is a scripted server (tests/llm/fake.py) on loopback, reached
+through the provider's own SDK, speaking Anthropic's Messages API or OpenAI's
+Chat Completions. A scenario is judged by the finalized log, replayed through
+the protocol semantics.
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from samples.llm import scenarios
-from tests.llm.fake import FakeModel, client
+from tests.llm.fake import PROVIDERS, FakeModel
 
-ANTHROPIC_ONLY = pytest.mark.httpx_mock(should_mock=lambda r: r.url.host == "api.anthropic.com")
+BOTH = pytest.mark.parametrize("provider", PROVIDERS)
 
 
 def check(outcome: scenarios.Outcome, model: FakeModel) -> None:
@@ -24,20 +27,22 @@ def check(outcome: scenarios.Outcome, model: FakeModel) -> None:
     assert outcome.report.llm_calls <= outcome.report.actions + 1, outcome.report
 
 
+@BOTH
 @pytest.mark.parametrize(
     "name",
     ["purchase", "logistics", "concurrent", "flexible-urgent", "flexible-cheapest", "event"],
 )
 async def test_scenario(model, name):
     model.script(name)
-    outcome = await scenarios.SCENARIOS[name].run(client=client(), model="claude-test")
+    outcome = await scenarios.SCENARIOS[name].run(client=model.client(), model="test-model")
     check(outcome, model)
+    assert len(model.requests) == outcome.report.llm_calls
 
 
-@ANTHROPIC_ONLY
+@BOTH
 async def test_ucp_checkout_through_the_proxy(model):
     model.script("ucp")
-    outcome = await scenarios.ucp(client=client(), model="claude-test")
+    outcome = await scenarios.ucp(client=model.client(), model="test-model")
     check(outcome, model)
     names = [e.name for e in outcome.log]
     assert names == ["Create", "Created", "Complete", "Completed"]
@@ -46,7 +51,7 @@ async def test_ucp_checkout_through_the_proxy(model):
 
 async def test_purchase_picks_the_cheapest_quote(model):
     model.script("purchase")
-    outcome = await scenarios.purchase(client=client(), model="claude-test")
+    outcome = await scenarios.purchase(client=model.client(), model="test-model")
     check(outcome, model)
     [accept] = [e for e in outcome.log if e.name == "Accept"]
     assert (accept["chosen"], accept["price"]) == ("cheap-pen", 4)
@@ -55,14 +60,14 @@ async def test_purchase_picks_the_cheapest_quote(model):
 
 async def test_flexible_branch_follows_the_goal(model):
     model.script("flexible-urgent")
-    urgent = await scenarios.flexible("urgent", client=client(), model="claude-test")
+    urgent = await scenarios.flexible("urgent", client=model.client(), model="test-model")
     names = {e.name for e in urgent.log}
     assert "ExpressDeliveryRequest" in names and "StandardDeliveryRequest" not in names
 
 
 async def test_event_mid_enactment_starts_a_second_purchase(model):
     model.script("event")
-    outcome = await scenarios.event(client=client(), model="claude-test")
+    outcome = await scenarios.event(client=model.client(), model="test-model")
     check(outcome, model)
     bought = {e["item"] for e in outcome.log if e.name == "RFQ"}
     assert bought == {"pen", "notebook"}

@@ -1,0 +1,240 @@
+"""``strabo mcp``: serve one agent's role in a Langshaw protocol as MCP tools."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TextIO
+
+DESCRIPTION = """\
+Serve one agent's role in a Langshaw protocol as MCP (Model Context Protocol)
+tools, so that any MCP client (a desktop assistant, an IDE, another agent
+framework) can enact the protocol while the adapter enforces it.
+
+Tools: one per action of the role (its input schema typed from the protocol;
+a call where the action is not enabled is refused, naming the rule it would
+break, and changes nothing), plus 'enactments' (what the role may do now, and
+with what), 'history' (one enactment) and 'wait_event' (what happens next).
+
+Where the social state lives:
+  --syncserver URL --token T   join a running SyncServer (see strabo syncserver);
+                               --name must be the agent the token belongs to
+  --embedded                   serve a SyncServer in this process; the other
+                               agents (--peer) join it with tokens NAME-secret
+
+Transports: --transport stdio (the default: the client starts this command and
+speaks MCP on its stdin and stdout; everything else goes to stderr) or
+--transport http (streamable HTTP at http://HOST:PORT/mcp, until Ctrl-C).
+--auth-token makes every HTTP request carry 'Authorization: Bearer TOKEN'; it
+is required to listen elsewhere than on loopback.
+
+A desktop assistant's configuration (stdio; e.g. Claude Desktop's
+claude_desktop_config.json):
+  {"mcpServers": {"purchase-buyer": {
+     "command": "strabo",
+     "args": ["mcp", "--protocol", "purchase", "--role", "Buyer",
+              "--syncserver", "http://127.0.0.1:8300", "--token", "buyer-secret",
+              "--mas", "purchase"]}}}
+
+Streamable HTTP, with a SyncServer in the process and the Purchase sample's
+seller and shipper joining it:
+  strabo mcp --protocol purchase --role Buyer --embedded --syncserver-port 8300 \\
+      --mas purchase --transport http --port 8765
+  python -m samples.purchase.seller      # in other shells, and the shipper
+  # then point an MCP client at http://127.0.0.1:8765/mcp
+
+docs/mcp.md explains the tools, hooks and secrets, and MCP tools as agent actions.
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    role = parser.add_argument_group("the role")
+    role.add_argument("--protocol", action="append", metavar="FILE", default=[],
+                      help="a Langshaw protocol file, or a bundled protocol's name")
+    role.add_argument("--role", action="append", metavar="ROLE", default=[],
+                      help="the role the agent plays in it")
+    role.add_argument("--name", metavar="NAME",
+                      help="the agent's name (default: the role, in lower case); with "
+                      "--syncserver, the agent the token authenticates")
+    role.add_argument("--secret", action="append", metavar="ATTRIBUTE", default=[],
+                      help="an attribute whose values are never shown to the client; repeatable")
+
+    where = parser.add_argument_group("social state (one of)")
+    where.add_argument("--syncserver", metavar="URL", help="a running SyncServer")
+    where.add_argument("--token", metavar="T", help="this agent's bearer token (with --syncserver)")
+    where.add_argument("--embedded", action="store_true",
+                       help="serve a SyncServer in this process")
+    where.add_argument("--mas", default="default",
+                       help="the MAS to join or serve (default: default)")
+    where.add_argument("--syncserver-port", type=int, default=0, metavar="PORT",
+                       help="with --embedded: the SyncServer's port (default: a free one)")
+    where.add_argument(
+        "--peer", action="append", metavar="NAME=ROLE", default=[],
+        help="with --embedded: another agent of the MAS (token NAME-secret). Default: one "
+        "agent per other role, named after it in lower case",
+    )
+
+    mcp = parser.add_argument_group("MCP transport")
+    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                     help="stdio (default) or http (streamable HTTP)")
+    mcp.add_argument("--host", default="127.0.0.1",
+                     help="with http: the address to listen on (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=0,
+                     help="with http: the port (default: a free one, printed)")
+    mcp.add_argument("--path", default="/mcp", help="with http: the endpoint (default /mcp)")
+    mcp.add_argument("--auth-token", metavar="T",
+                     help="with http: require 'Authorization: Bearer T' on every request")
+    mcp.add_argument("-v", "--verbose", action="store_true", help="log each tool call")
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from peach.llm._cli import UsageError
+
+    logging.basicConfig(  # stderr: with stdio, stdout is the MCP channel
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(name)s: %(message)s",
+    )
+    if not args.verbose:
+        for noisy in ("httpx", "httpx2", "mcp", "uvicorn.error"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return asyncio.run(run_mcp(args))
+    except UsageError as exc:
+        print(f"strabo mcp: {exc}", file=sys.stderr)
+        return 2
+
+
+async def run_mcp(
+    args: argparse.Namespace,
+    on_ready: Callable[[dict[str, str]], Awaitable[Any] | None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """The command's body. ``on_ready`` gets ``{"syncserver": URL, "mcp": URL}``
+    (``mcp`` with http only) once clients can connect; with http, ``stop`` (an
+    ``asyncio.Event``) ends the serving, as Ctrl-C does."""
+    import contextlib
+    import signal
+
+    from peach import ExecutorError, LocalExecutor, PeachAdapter, SyncExecutor
+    from peach.llm._cli import UsageError, _agents, _roles
+    from peach.mcp.server import RoleServer
+    from strabo.core.serving import serve
+
+    pairs = _roles(args)
+    if len(pairs) != 1:
+        raise UsageError("strabo mcp serves one role: give one --protocol FILE --role ROLE pair")
+    [(protocol, role_name)] = pairs
+    name = args.name or role_name.lower()
+    if bool(args.syncserver) == bool(args.embedded):
+        raise UsageError("say where the social state lives: --syncserver URL --token T, "
+                         "or --embedded")
+    if args.syncserver and not args.token:
+        raise UsageError("--syncserver needs --token (this agent's bearer token)")
+    if args.embedded and args.token:
+        raise UsageError("--token goes with --syncserver; an embedded server makes its own")
+    stdio = args.transport == "stdio"
+    if stdio and (args.port or args.auth_token):
+        raise UsageError("--port and --auth-token go with --transport http")
+    if not stdio and args.host not in ("127.0.0.1", "localhost", "::1") and not args.auth_token:
+        raise UsageError(
+            f"--host {args.host} would let anyone who reaches it act as {name}: give "
+            "--auth-token T too"
+        )
+    if not args.path.startswith("/"):
+        raise UsageError(f"--path {args.path!r} must start with '/'")
+    out = sys.stderr if stdio else sys.stdout
+
+    async with contextlib.AsyncExitStack() as stack:
+        if args.embedded:
+            from syncserver import SyncServer, create_app
+
+            agents = _agents(name, pairs, args.peer)
+            server = SyncServer.embedded(
+                [protocol], agents, mas=args.mas,
+                tokens={a: f"{a}-secret" for a in agents if a != name},
+            )
+            try:
+                url = await stack.enter_async_context(
+                    serve(create_app(server), port=args.syncserver_port or None)
+                )
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot serve on port {args.syncserver_port}: {exc.strerror or exc}"
+                ) from None
+            stack.callback(server.close_streams)  # at exit, let peers' streams end at once
+            executor: Any = LocalExecutor(server, mas=args.mas)
+            print(f"strabo mcp: SyncServer at {url}, MAS {args.mas!r}", file=out, flush=True)
+            for peer, roles in agents.items():
+                if peer != name:
+                    print(f"  peer {peer} ({', '.join(roles)}): token {peer}-secret",
+                          file=out, flush=True)
+        else:
+            url = args.syncserver
+            executor = SyncExecutor(url, token=args.token, mas=args.mas)
+        adapter = PeachAdapter(name, protocol, role_name, executor)
+        adapter.listeners.append(_printer(name, out))
+        role = RoleServer(adapter, secrets=args.secret)
+        try:
+            await stack.enter_async_context(role)
+        except ExecutorError as exc:
+            named = "named" in str(exc)
+            hint = " (give --name: the agent the token authenticates)" if named else ""
+            print(f"strabo mcp: {exc}{hint}", file=sys.stderr)
+            return 1
+        ready = {"syncserver": url}
+        if stdio:
+            print(f"strabo mcp: {role_name} of {protocol.name} as {name}, over stdio",
+                  file=out, flush=True)
+            await _ready(on_ready, ready)
+            await role.serve_stdio()
+            return 0
+        app = role.http_app(path=args.path, host=args.host, token=args.auth_token)
+        try:
+            base = await stack.enter_async_context(
+                serve(app, host=args.host, port=args.port or None)
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot serve on {args.host}:{args.port}: "
+                             f"{exc.strerror or exc}") from None
+        ready["mcp"] = base + args.path
+        print(f"strabo mcp: {role_name} of {protocol.name} as {name}, at {ready['mcp']}",
+              file=out, flush=True)
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            await _ready(on_ready, ready)
+            await stop.wait()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(sig)
+    return 0
+
+
+async def _ready(
+    on_ready: Callable[[dict[str, str]], Awaitable[Any] | None] | None,
+    info: dict[str, str],
+) -> None:
+    if on_ready is not None:
+        result = on_ready(info)
+        if inspect.isawaitable(result):
+            await result
+
+
+def _printer(name: str, out: TextIO) -> Callable[[Any, list[tuple[Any, ...]]], None]:
+    def show(batch: Any, newly: list[tuple[Any, ...]]) -> None:
+        for entry in batch.entries:
+            who = "you" if entry.performer == name else entry.performer
+            keys = " ".join(f"{k}={v}" for k, v in entry.instance.keys.items())
+            print(f"  #{batch.seq:<4} {entry.instance.name:<22} by {who:<10} {keys}",
+                  file=out, flush=True)
+
+    return show
