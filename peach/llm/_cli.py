@@ -125,6 +125,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="save every prompt, tool call and result as JSON")
     model.add_argument("-v", "--verbose", action="store_true",
                        help="log each decision and action as it happens")
+    model.add_argument("--inspect-port", type=int, metavar="PORT",
+                       help="serve GET /inspect on 127.0.0.1:PORT (0: a free port) while "
+                       "running: roles, enabled actions, pending decisions, counters; "
+                       "read it with 'strabo inspect URL'")
 
 
 # Kept literal so that `strabo --help` loads no SDK; tests check it matches PROVIDERS.
@@ -242,6 +246,20 @@ async def run_agent(
             raise UsageError(str(exc)) from None
         for adapter in adapters:
             adapter.listeners.append(_printer(name))
+        if args.inspect_port is not None:
+            from peach.inspection import inspection_app
+            from strabo import serve
+
+            try:
+                where = await stack.enter_async_context(
+                    serve(inspection_app(agent.inspect), port=args.inspect_port or None)
+                )
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot serve the inspection on port {args.inspect_port}: "
+                    f"{exc.strerror or exc}"
+                ) from None
+            print(f"strabo agent: inspection at {where}/inspect", flush=True)
         for text in args.event:
             await agent.inject(text)
         if on_ready is not None:

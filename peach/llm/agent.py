@@ -22,6 +22,7 @@ from typing import Any
 
 from peach.adapter import PeachAdapter
 from peach.feasible import FeasibleAction
+from peach.inspection import describe
 from peach.llm._acting import _Acting
 from peach.llm._messages import (
     _results_message,
@@ -95,7 +96,15 @@ class LLMAgent(_Acting):
         if not self.adapters:
             raise ValueError("an LLMAgent needs at least one adapter")
         if not goal or not goal.strip():
-            raise ValueError("an LLMAgent needs a goal")
+            # Roles adopted with a RoleSpec carry their goals: together they are
+            # the agent's.
+            goal = "\n".join(
+                f"As {a.role} in {a.protocol.name}: {a.spec.goal}"
+                for a in self.adapters
+                if a.spec is not None and a.spec.goal
+            )
+        if not goal:
+            raise ValueError("an LLMAgent needs a goal (or roles adopted with goals)")
         self.goal = goal
         self.name = name or self.adapters[0].name
         self.provider = provider_of(client, provider)
@@ -344,8 +353,9 @@ class LLMAgent(_Acting):
         open_: list[tuple[PeachAdapter, FeasibleAction, str]] = []
         new: list[tuple[PeachAdapter, FeasibleAction, str]] = []
         for index, adapter in enumerate(self.adapters):
+            coded = _coded(adapter)
             for root in adapter.enactments():
-                enabled = adapter.enabled(root)
+                enabled = [f for f in adapter.enabled(root) if f.name not in coded]
                 if not enabled:
                     continue
                 label = self._label(adapter, root)
@@ -360,7 +370,11 @@ class LLMAgent(_Acting):
                     for feasible in enabled
                     if feasible.new_keys or not taken
                 )
-            new.extend((adapter, feasible, "new") for feasible in adapter.initiating())
+            new.extend(
+                (adapter, feasible, "new")
+                for feasible in adapter.initiating()
+                if feasible.name not in coded
+            )
         found = [*mine, *open_][: max(self.max_tools - len(new), 0)] + new
         names = tool_names([(a, f) for a, f, _ in found], self._several)
         return [
@@ -373,6 +387,34 @@ class LLMAgent(_Acting):
             )
             for name, (adapter, feasible, label) in zip(names, found, strict=True)
         ]
+
+    def inspect(self) -> dict[str, Any]:
+        """The agent as ``strabo inspect`` shows it: each role (peach.inspection),
+        and the decider's own state: model, goal, pending reasons to decide,
+        what it waits for, tools, hooks and what the run has taken so far."""
+        report = self.report
+        return describe(
+            self.name,
+            self.adapters,
+            {
+                "decider": f"LLM ({self.provider}, {self.model})",
+                "goal": self.redactor.text(self.goal),
+                "status": report.status,
+                "pending_decisions": list(self._reasons),
+                "deciding": self._deciding,
+                "waiting_for": sorted(self._waiting_for),
+                "tools": sorted(self.tools),
+                "hooks": sorted(self.hooks.actions),
+                "counters": {
+                    "decisions": self._decision,
+                    "llm calls": report.llm_calls,
+                    "failed calls": report.failed_calls,
+                    "actions": report.actions,
+                    "rejections": report.rejections,
+                    "tokens": report.input_tokens + report.output_tokens,
+                },
+            },
+        )
 
     def _taken(self, adapter: PeachAdapter, root: tuple[Any, ...]) -> bool:
         return any(
@@ -521,3 +563,9 @@ class LLMAgent(_Acting):
 
 
 __all__ = ["DEFAULT_MODEL", "LLMAgent"]
+
+
+def _coded(adapter: PeachAdapter) -> set[str]:
+    """Actions the role's spec performs in code: not the model's to choose."""
+    spec = adapter.spec
+    return {n for n, a in spec.actions.items() if a.run is not None} if spec else set()

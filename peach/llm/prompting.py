@@ -191,12 +191,37 @@ def system_prompt(
         "The protocols you play:\n" + "\n\n".join(render_protocol(a) for a in adapters),
         INSTRUCTIONS,
     ]
+    specs = [render_spec(a) for a in adapters if a.spec is not None]
+    if specs:
+        parts.append("How you play your roles:\n" + "\n\n".join(specs))
     if local_tools:
         parts.append(
             "Local tools you may call (their results come back to you at once):\n"
             + "\n".join(f"- {t.name}: {t.description}" for t in local_tools)
         )
     return "\n\n".join(parts)
+
+
+def render_spec(adapter: PeachAdapter) -> str:
+    """A role's spec in words. Its constraints are enforced in code whatever the
+    model does; saying them spares refused attempts and tells the model why."""
+    spec = adapter.spec
+    assert spec is not None
+    lines = [f"As {adapter.role} in {adapter.protocol.name}:"]
+    if spec.goal:
+        lines.append(f"- goal: {spec.goal}")
+    if spec.domain:
+        lines.append(f"- domain: {spec.domain}")
+    for duty in spec.responsibilities:
+        about = f": {duty.description}" if duty.description else ""
+        actions = f" (actions {', '.join(duty.actions)})" if duty.actions else ""
+        lines.append(f"- responsibility {duty.name}{about}{actions}")
+        lines.extend(f"  - never: {c.description} [{c.name}]" for c in duty.must_never)
+        lines.extend(f"  - always: {c.description} [{c.name}]" for c in duty.must_always)
+    coded = sorted(n for n, a in spec.actions.items() if a.run is not None)
+    if coded:
+        lines.append(f"- performed by code, not by you: {', '.join(coded)}")
+    return "\n".join(lines)
 
 
 @dataclass

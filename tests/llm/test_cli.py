@@ -202,3 +202,40 @@ def test_default_peers_play_the_other_roles():
     both = _cli._agents("me", [(purchase, "Buyer"), (logistics, "Merchant")], [])
     assert both["me"] == ["Purchase:Buyer", "Logistics:Merchant"]
     assert both["packer"] == ["Logistics:Packer"]
+
+
+async def test_inspect_port_serves_the_running_agent(model, capsys, monkeypatch):
+    import httpx
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    model.script("purchase")
+    protocol = LangshawProtocol.load(PURCHASE)
+    peers: list[PeachAdapter] = []
+    seen: dict[str, object] = {}
+
+    async def ready(url: str) -> None:
+        printed = capsys.readouterr().out
+        [line] = [x for x in printed.splitlines() if "inspection at" in x]
+        where = line.split("inspection at ", 1)[1]
+        async with httpx.AsyncClient() as client:
+            seen.update((await client.get(where)).json())
+        tokens = {a: f"{a}-secret" for a in ("cheap", "dear", "shipper")}
+        peers.extend(coded_peers(protocol, url, tokens, mas="purchase"))
+        for peer in peers:
+            await peer.start()
+
+    args = parse("--protocol", PURCHASE, "--role", "Buyer", "--goal", scenarios.PURCHASE_GOAL,
+                 "--embedded", "--mas", "purchase", "--peer", "cheap=Seller",
+                 "--peer", "dear=Seller", "--peer", "shipper=Shipper",
+                 "--base-url", model.url, "--model", "test-model", "--inspect-port", "0")
+    try:
+        status = await _cli.run_agent(args, on_ready=ready)
+    finally:
+        for peer in peers:
+            await peer.stop()
+    assert status == 0, model.unanswered
+    assert seen["kind"] == "strabo.agent" and seen["agent"] == "buyer"
+    assert seen["decider"] == "LLM (anthropic, test-model)" and seen["status"] == "running"
+    [role] = seen["roles"]  # type: ignore[misc]
+    assert role["role"] == "Buyer" and role["protocol"] == "Purchase" and role["mas"] == "purchase"
+    assert [a["action"] for a in role["enabled"]["actions"]] == ["RFQ"]
