@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = [p.stem for p in sorted((ROOT / "protocols").glob("*.lsh"))]
 SCHEMAS = sorted(p.name for p in (ROOT / "protocols").glob("*/*.json"))
+# The pattern protocols and their scenarios (strabo simulate NAME finds them).
+PATTERNS = sorted(p.name for p in (ROOT / "protocols" / "patterns").glob("*.*"))
 
 
 def source_packages() -> list[str]:
@@ -113,7 +115,12 @@ def use(venv: Path, work: Path) -> None:
             run([strabo, "demo", "--protocol", protocol, "--policy", policy], work, timeout=120)
     run([strabo, "demo", "--protocol", "resilient", "--outcome", "declined"], work, timeout=120)
     run([strabo, "demo", "--executor", "peer"], work, timeout=120)
-    for verb in ("check", "protocols", "syncserver", "merchant", "demo", "agent"):
+    run([strabo, "simulate", "market", "-q", "--out", str(work / "market-report")], work,
+        timeout=300)
+    if not (work / "market-report" / "chart.png").is_file():
+        raise Failed("strabo simulate market wrote no chart.png")
+    for verb in ("check", "protocols", "syncserver", "merchant", "demo", "agent", "simulate",
+                 "inspect", "mcp"):
         run([strabo, verb, "--help"], work)
     with served([strabo, "merchant", "--port", "0"], work) as merchant:
         probe(merchant, "/.well-known/ucp")
@@ -145,13 +152,17 @@ def check_layout(files: list[str]) -> None:
     missing = [p for p in source_packages() if p not in files]
     if missing:
         raise Failed(f"the wheel lacks the packages {missing}: list them in pyproject.toml")
-    lsh = [f for f in files if f.endswith(".lsh")]
+    lsh = [f for f in files if f.endswith(".lsh") and "/patterns/" not in f]
     if len(lsh) != len(BUNDLED):
         raise Failed(f"the wheel holds {len(lsh)} protocol files, not {len(BUNDLED)}: {lsh}")
     schemas = sorted(f.rsplit("/", 1)[-1] for f in files
                      if f.startswith("strabo/protocols/") and f.endswith(".json"))
     if schemas != SCHEMAS:
         raise Failed(f"the wheel holds the schema files {schemas}, not {SCHEMAS}")
+    patterns = sorted(f.rsplit("/", 1)[-1] for f in files
+                      if f.startswith("strabo/protocols/patterns/"))
+    if patterns != PATTERNS:
+        raise Failed(f"the wheel holds the pattern files {patterns}, not {PATTERNS}")
     print(f"  ok  top-level packages {[t for t in tops if '.' not in t]}; "
           f"{len(lsh)} bundled protocols, {len(schemas)} schema files", flush=True)
 

@@ -1,0 +1,91 @@
+"""``strabo simulate SCENARIO``: run a scenario and write its report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DESCRIPTION = """\
+Run a multiagent simulation from a scenario file (TOML): an embedded
+SyncServer, the agents it lists (coded policies, or LLM agents with a persona
+and a goal), until the protocol's stop condition: the enactment completes, a
+round beyond the round limit opens, the action budget is used, or the timeout
+passes. A progress bar counts the rounds. Then it writes a report:
+
+  trace.jsonl    every finalized action, in log order
+  outcomes.csv   one row per instance of [report] rows (e.g. one per seller
+  outcomes.md      per round), as CSV and as a Markdown table
+  chart.png      [report.chart]: y against x, a line per series
+  report.md      how the run ended, who played, the table and the chart
+
+SCENARIO is a file, or the name of a scenario shipped with the pattern
+protocols (market, sequential, broadcast, queue). For example:
+
+  strabo simulate market --out market-report
+  strabo simulate protocols/patterns/market.toml --rounds 12
+
+runs three sellers (coded: fixed, undercutting, following) and twelve buyers
+on the Market pattern and charts each seller's price and balance per round.
+docs/patterns.md describes the patterns and the scenario format.
+
+Exit status: 0 when a stop condition of the scenario ended the run
+(complete, rounds, budget), 1 when it stalled, timed out or a policy failed,
+2 for a scenario that cannot run (each problem as file:line: key: message).
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO",
+                        help="a scenario file, or a shipped scenario's name (e.g. market)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where to write the report (default: [report] output, "
+                             "else SCENARIO-report in the working directory)")
+    parser.add_argument("--rounds", type=int, metavar="N",
+                        help="the round limit, instead of the scenario's [rounds] limit")
+    parser.add_argument("--http", action="store_true",
+                        help="serve the SyncServer on a loopback port and connect the agents "
+                             "over HTTP (default: in process)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress bar and no table: just where the report is")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
+    import logging
+
+    from strabo.simulate import ScenarioError, bundled_scenario, load_scenario, simulate
+    from strabo.simulate.report import markdown_table, outcome_rows, write_report
+
+    logging.basicConfig(level=logging.WARNING, format="  ! %(name)s: %(message)s")
+    path = Path(args.scenario)
+    if not path.is_file() and "/" not in args.scenario:
+        path = bundled_scenario(args.scenario) or path
+    try:
+        scenario = load_scenario(path)
+    except ScenarioError as exc:
+        print("\n".join(exc.problems), file=sys.stderr)
+        return 2
+    if args.rounds is not None:
+        if args.rounds < 1 or scenario.rounds is None:
+            why = ("must be at least 1" if args.rounds < 1
+                   else "the scenario has no [rounds] to limit")
+            print(f"strabo simulate: --rounds {args.rounds}: {why}", file=sys.stderr)
+            return 2
+        scenario = dataclasses.replace(
+            scenario, rounds=dataclasses.replace(scenario.rounds, limit=args.rounds))
+    result = asyncio.run(simulate(scenario, progress=not args.quiet, http=args.http or None))
+    out = Path(args.out) if args.out else scenario.default_output()
+    written = write_report(result, out)
+    print(f"{scenario.name}: {result.reason}: {result.detail}")
+    print(f"  {len(result.trace)} actions, {result.rounds_ended} rounds ended, "
+          f"{result.seconds:.1f} s")
+    rows = outcome_rows(result)
+    if rows and not args.quiet:
+        shown = markdown_table(scenario.report.columns, rows[:40]).rstrip("\n")
+        print("\n" + "\n".join("  " + line for line in shown.splitlines()))
+        if len(rows) > 40:
+            print(f"  ... {len(rows) - 40} more rows in {written['table']}")
+    print(f"\nreport in {out}/: " + ", ".join(p.name for p in written.values()))
+    return 0 if result.ok else 1

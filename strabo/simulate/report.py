@@ -1,0 +1,177 @@
+"""The report of a run: its trace, the per-round outcomes as a table, a chart.
+
+Files written to the output folder:
+
+* ``trace.jsonl``: every finalized action in log order, one JSON object a line
+  (``seq``, ``action``, ``performer``, ``bindings``);
+* ``outcomes.csv`` and ``outcomes.md``: one row per instance of ``report.rows``
+  (the market's ``Settle``: one per seller per round) with ``report.columns``;
+* ``chart.png``: ``report.chart``'s ``y`` columns against ``x``, a line per
+  ``series`` value, one panel per ``y`` (matplotlib, Agg: no display needed);
+  not drawn when the table is empty;
+* ``report.md``: how the run ended, who played, the table, and the chart.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from strabo.simulate.runner import SimulationResult
+from strabo.simulate.scenario import ChartSpec
+
+__all__ = ["CHART_DPI", "chart_size", "outcome_rows", "write_report"]
+
+CHART_DPI = 100
+_WIDTH = 8.0  # inches
+_PANEL = 3.0  # inches per y column
+_MARGIN = 1.0  # inches for the title and the x axis
+
+
+def chart_size(panels: int) -> tuple[int, int]:
+    """The chart's size in pixels (width, height) for ``panels`` y columns."""
+    return round(_WIDTH * CHART_DPI), round((_PANEL * panels + _MARGIN) * CHART_DPI)
+
+
+def outcome_rows(result: SimulationResult) -> list[dict[str, Any]]:
+    """One dict per instance of the scenario's ``report.rows`` action, in log
+    order, holding its ``report.columns``."""
+    spec = result.scenario.report
+    if spec.rows is None:
+        return []
+    rows = []
+    for o in result.trace:
+        if o.action != spec.rows:
+            continue
+        extra = {"performer": o.performer, "seq": o.seq}
+        rows.append({c: extra[c] if c in extra else o.bindings.get(c) for c in spec.columns})
+    return rows
+
+
+def write_report(result: SimulationResult, directory: str | Path) -> dict[str, Path]:
+    """Write the report's files into ``directory`` (created if need be); returns
+    them by kind: trace, csv, table, chart (when the scenario has one), report."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {"trace": out / "trace.jsonl"}
+    with written["trace"].open("w", encoding="utf-8") as trace:
+        for o in result.trace:
+            record = {"seq": o.seq, "action": o.action, "performer": o.performer,
+                      "bindings": dict(o.bindings)}
+            trace.write(json.dumps(record, sort_keys=False) + "\n")
+    spec = result.scenario.report
+    rows = outcome_rows(result)
+    if spec.rows is not None:
+        written["csv"] = out / "outcomes.csv"
+        with written["csv"].open("w", encoding="utf-8", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=list(spec.columns))
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: _cell(v, plain=True) for k, v in row.items()})
+        written["table"] = out / "outcomes.md"
+        written["table"].write_text(markdown_table(spec.columns, rows), encoding="utf-8")
+    if spec.chart is not None and rows:
+        written["chart"] = out / "chart.png"
+        draw_chart(spec.chart, rows, written["chart"], title=result.scenario.name)
+    written["report"] = out / "report.md"
+    written["report"].write_text(_summary(result, rows, written), encoding="utf-8")
+    return written
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any, plain: bool = False) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if plain else f"{value:.2f}".rstrip("0").rstrip(".")
+    text = str(value) if isinstance(value, int | str) else json.dumps(value, sort_keys=True)
+    return text if plain else text.replace("|", "\\|")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def draw_chart(spec: ChartSpec, rows: Sequence[Mapping[str, Any]], path: Path,
+               title: str = "") -> None:
+    """Plot ``spec`` from the table's rows into a PNG of :func:`chart_size`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    width, height = chart_size(len(spec.y))
+    figure = Figure(figsize=(width / CHART_DPI, height / CHART_DPI), dpi=CHART_DPI,
+                    layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(len(spec.y), 1, sharex=True, squeeze=False)[:, 0]
+    series: list[Any] = []
+    for row in rows:
+        name = row.get(spec.series) if spec.series else None
+        if name not in series:
+            series.append(name)
+    integral = all(isinstance(row.get(spec.x), int) for row in rows)
+    for ax, y in zip(axes, spec.y, strict=True):
+        for name in series:
+            points = sorted(
+                (x, v)
+                for row in rows
+                if (not spec.series or row.get(spec.series) == name)
+                and (x := _number(row.get(spec.x))) is not None
+                and (v := _number(row.get(y))) is not None
+            )
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                        linewidth=1.8, markersize=4, label=str(name) if spec.series else y)
+        ax.set_ylabel(y)
+        ax.grid(True, alpha=0.3)
+        if integral:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[-1].set_xlabel(spec.x)
+    if spec.series and len(series) > 0:
+        axes[0].legend(title=spec.series, loc="best", fontsize="small")
+    figure.suptitle(spec.title or title)
+    figure.savefig(path, dpi=CHART_DPI, format="png")
+
+
+def _summary(result: SimulationResult, rows: Sequence[Mapping[str, Any]],
+             written: Mapping[str, Path]) -> str:
+    scenario = result.scenario
+    lines = [f"# {scenario.name}", ""]
+    if scenario.description:
+        lines += [scenario.description.strip(), ""]
+    lines += [
+        f"- protocol: {scenario.protocol.name} (`{scenario.protocol_path}`)",
+        f"- ended: **{result.reason}**: {result.detail}",
+        f"- {len(result.trace)} actions"
+        + (f", {result.rounds_ended} rounds ended" if scenario.rounds else "")
+        + f", {result.rejected} attempts rejected, {result.seconds:.1f} s",
+        "",
+        "## Agents",
+        "",
+    ]
+    lines += [f"- {name}: {what}" for name, what in result.agents.items()]
+    for name, report in result.llm_reports.items():
+        lines.append(f"- {name} (LLM): {report}")
+    if scenario.report.rows:
+        lines += ["", f"## Outcomes: one row per {scenario.report.rows}", "",
+                  markdown_table(scenario.report.columns, rows)]
+    if "chart" in written:
+        lines += ["", f"![{scenario.name}]({written['chart'].name})", ""]
+    lines += ["", "## Files", ""]
+    lines += [f"- `{path.name}`: {kind}" for kind, path in written.items()
+              if kind != "report"]
+    return "\n".join(lines) + "\n"
