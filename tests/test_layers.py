@@ -106,7 +106,6 @@ LAZY = {
     ("peach.llm._cli", "syncserver"),  # strabo agent --embedded runs a SyncServer
     ("peach.llm._cli", "strabo"),  # ... served by strabo.serving
     ("peach.llm._cli", "strabo.bundled"),  # --protocol purchase: a bundled protocol
-    ("peach.mcp._cli", "syncserver"),  # strabo mcp --embedded runs a SyncServer
 }
 
 

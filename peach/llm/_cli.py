@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +170,7 @@ async def run_agent(
     import inspect
     import signal
 
-    from peach import ExecutorError, LocalExecutor, PeachAdapter, SyncExecutor
+    from peach import ExecutorError, PeachAdapter, SyncExecutor
     from peach.llm import Budget, LLMAgent, LLMError
     from peach.llm._providers import default_model, missing_key, provider_of
 
@@ -209,29 +210,11 @@ async def run_agent(
 
     async with contextlib.AsyncExitStack() as stack:
         if args.embedded:
-            from strabo import serve
-            from syncserver import SyncServer, create_app
-
             protocols = list({id(p): p for p, _ in pairs}.values())
-            agents = _agents(name, pairs, args.peer)
-            server = SyncServer.embedded(
-                protocols, agents, mas=args.mas,
-                tokens={a: f"{a}-secret" for a in agents if a != name},
+            url, executor = await embedded_server(
+                stack, name, protocols, _agents(name, pairs, args.peer), args.mas, args.port,
+                "strabo agent", sys.stdout,
             )
-            try:
-                url = await stack.enter_async_context(
-                    serve(create_app(server), port=args.port or None)
-                )
-            except OSError as exc:
-                raise UsageError(
-                    f"cannot serve on port {args.port}: {exc.strerror or exc}"
-                ) from None
-            stack.callback(server.close_streams)  # at exit, let peers' streams end at once
-            executor: Any = LocalExecutor(server, mas=args.mas)
-            print(f"strabo agent: SyncServer at {url}, MAS {args.mas!r}", flush=True)
-            for peer, roles in agents.items():
-                if peer != name:
-                    print(f"  peer {peer} ({', '.join(roles)}): token {peer}-secret", flush=True)
         else:
             url = args.syncserver
             executor = SyncExecutor(url, token=args.token, mas=args.mas)
@@ -290,6 +273,38 @@ async def run_agent(
     if args.transcript:
         print(f"  transcript: {args.transcript}")
     return 0 if report.ok else 1
+
+
+async def embedded_server(
+    stack: AsyncExitStack[Any],
+    name: str,
+    protocols: list[Any],
+    agents: dict[str, list[str]],
+    mas: str,
+    port: int | None,
+    command: str,
+    out: Any,
+) -> tuple[str, Any]:
+    """Serve a SyncServer in this process for ``--embedded`` (until ``stack``
+    closes); print its URL and the other agents' tokens. Returns the URL and a
+    LocalExecutor for the agent ``name``."""
+    from peach import LocalExecutor
+    from strabo import serve
+    from syncserver import SyncServer, create_app
+
+    server = SyncServer.embedded(
+        protocols, agents, mas=mas, tokens={a: f"{a}-secret" for a in agents if a != name}
+    )
+    try:
+        url = await stack.enter_async_context(serve(create_app(server), port=port or None))
+    except OSError as exc:
+        raise UsageError(f"cannot serve on port {port}: {exc.strerror or exc}") from None
+    stack.callback(server.close_streams)  # at exit, let peers' streams end at once
+    print(f"{command}: SyncServer at {url}, MAS {mas!r}", file=out, flush=True)
+    for peer, roles in agents.items():
+        if peer != name:
+            print(f"  peer {peer} ({', '.join(roles)}): token {peer}-secret", file=out, flush=True)
+    return url, LocalExecutor(server, mas=mas)
 
 
 def _roles(args: argparse.Namespace) -> list[tuple[Any, str]]:

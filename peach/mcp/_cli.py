@@ -120,8 +120,8 @@ async def run_mcp(
     import contextlib
     import signal
 
-    from peach import ExecutorError, LocalExecutor, PeachAdapter, SyncExecutor
-    from peach.llm._cli import UsageError, _agents, _roles
+    from peach import ExecutorError, PeachAdapter, SyncExecutor
+    from peach.llm._cli import UsageError, _agents, _roles, embedded_server
     from peach.mcp.server import RoleServer
     from strabo.core.serving import serve
 
@@ -151,28 +151,10 @@ async def run_mcp(
 
     async with contextlib.AsyncExitStack() as stack:
         if args.embedded:
-            from syncserver import SyncServer, create_app
-
-            agents = _agents(name, pairs, args.peer)
-            server = SyncServer.embedded(
-                [protocol], agents, mas=args.mas,
-                tokens={a: f"{a}-secret" for a in agents if a != name},
+            url, executor = await embedded_server(
+                stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
+                args.syncserver_port, "strabo mcp", out,
             )
-            try:
-                url = await stack.enter_async_context(
-                    serve(create_app(server), port=args.syncserver_port or None)
-                )
-            except OSError as exc:
-                raise UsageError(
-                    f"cannot serve on port {args.syncserver_port}: {exc.strerror or exc}"
-                ) from None
-            stack.callback(server.close_streams)  # at exit, let peers' streams end at once
-            executor: Any = LocalExecutor(server, mas=args.mas)
-            print(f"strabo mcp: SyncServer at {url}, MAS {args.mas!r}", file=out, flush=True)
-            for peer, roles in agents.items():
-                if peer != name:
-                    print(f"  peer {peer} ({', '.join(roles)}): token {peer}-secret",
-                          file=out, flush=True)
         else:
             url = args.syncserver
             executor = SyncExecutor(url, token=args.token, mas=args.mas)
