@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/syncserver.py            # full run (about a minute)
     .venv/bin/python bench/syncserver.py --quick    # smaller counts
+    .venv/bin/python bench/syncserver.py --db postgresql://USER@HOST/DB  # scale-out
+    .venv/bin/python bench/syncserver.py --db postgres  # the same, on a throwaway server
 
 In one run, on loopback, against servers in their own processes:
 
@@ -14,6 +16,10 @@ In one run, on loopback, against servers in their own processes:
 4. the in-process cost of one finalized action through the LocalExecutor;
 5. the server's resident memory after 100,000 finalized actions, against the
    JSON size of those actions.
+
+With ``--db``, only the scale-out comparison (``bench/_scaleout.py``): latency
+and throughput of 1, 2 and 3 SyncServers (``--instances``) sharing the
+PostgreSQL log, against one SyncServer on SQLite and the echo baseline.
 """
 
 from __future__ import annotations
@@ -455,4 +461,34 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="compare SyncServers sharing this PostgreSQL database (postgresql://...; "
+        "'postgres' starts a throwaway server) with SQLite and the echo baseline",
+    )
+    parser.add_argument(
+        "--instances",
+        default="1,2,3",
+        metavar="N,...",
+        help="with --db: how many SyncServer processes share the log, per set-up "
+        "(default 1,2,3)",
+    )
+    arguments = parser.parse_args()
+    if arguments.db is None:
+        asyncio.run(main(arguments.quick))
+    else:
+        from bench._pgcluster import Cluster
+        from bench._scaleout import compare
+
+        counts = [int(n) for n in arguments.instances.split(",")]
+        print(
+            f"strabo SyncServer scale-out benchmark ({'quick' if arguments.quick else 'full'} "
+            f"run), Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n"
+        )
+        if arguments.db == "postgres":  # a throwaway server, PostgreSQL's default durability
+            with Cluster(durable=True) as cluster:
+                print(f"PostgreSQL: a throwaway server ({cluster.bin}), default settings\n")
+                asyncio.run(compare(cluster.url, counts, arguments.quick))
+        else:
+            asyncio.run(compare(arguments.db, counts, arguments.quick))

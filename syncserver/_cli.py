@@ -42,6 +42,10 @@ Finalization policies:
 
 Durability: an attempt is acknowledged only after the transaction holding it
 has committed to the SQLite file (concurrent attempts share a commit).
+
+Several servers: with --db postgresql://USER@HOST/DB, any number of servers
+share one log in PostgreSQL and serve the same MASes; any of them accepts any
+attempt and streams every batch (docs/syncserver.md, "Several servers").
 """
 
 
@@ -62,16 +66,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--db",
-        metavar="PATH",
+        metavar="PATH|URL",
         help="SQLite file holding the log (default: the config's, else strabo.db); "
-        "':memory:' keeps it in memory only",
+        "':memory:' keeps it in memory only; a postgresql:// URL keeps it in PostgreSQL, "
+        "shared by every server given the same URL (needs pip install 'strabo[postgres]')",
     )
     parser.add_argument(
         "--sync",
         choices=["normal", "full"],
         default="normal",
         help="SQLite durability: 'normal' survives the process being killed (kill -9); "
-        "'full' also survives power loss, with an fsync per commit (default normal)",
+        "'full' also survives power loss, with an fsync per commit (default normal); "
+        "PostgreSQL follows its own synchronous_commit",
     )
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
@@ -107,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
     from strabo.core.config import ConfigError, load_config
     from strabo.core.server import SyncServer
-    from strabo.core.store import StoreError
+    from strabo.core.store import StoreError, redact
     from syncserver._guard import uvicorn_options
     from syncserver.app import create_app
 
@@ -172,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         systems = ", ".join(f"{m.name} ({', '.join(m.protocols)})" for m in config.mas.values())
         port = listener.getsockname()[1]
         print(
-            f"strabo syncserver: {systems}; policy {server.policy}; store {db}; "
+            f"strabo syncserver: {systems}; policy {server.policy}; store {redact(db)}; "
             f"listening on http://{args.host}:{port}",
             flush=True,
         )

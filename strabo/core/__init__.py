@@ -7,6 +7,7 @@ It imports neither Starlette nor uvicorn, so an agent that runs a
 ``strabo.core.serving``, imported by whoever serves an app, loads uvicorn.
 """
 
+from strabo.core._pgstore import PostgresStore
 from strabo.core.batch import Batch, Entry
 from strabo.core.config import (
     AgentConfig,
@@ -19,8 +20,14 @@ from strabo.core.config import (
 from strabo.core.errors import Rejected, ServiceError
 from strabo.core.ledger import Receipt
 from strabo.core.limits import Limits
-from strabo.core.server import SyncServer
-from strabo.core.store import MemoryStore, SQLiteStore, Store, StoreError, open_store
+from strabo.core.server import SyncServer, open_store
+from strabo.core.store import (
+    MemoryStore,
+    SharedStore,
+    SQLiteStore,
+    Store,
+    StoreError,
+)
 
 __all__ = [
     "AgentConfig",
@@ -31,10 +38,12 @@ __all__ = [
     "Limits",
     "MASConfig",
     "MemoryStore",
+    "PostgresStore",
     "Receipt",
     "Rejected",
     "SQLiteStore",
     "ServiceError",
+    "SharedStore",
     "Store",
     "StoreError",
     "SyncServer",

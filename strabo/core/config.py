@@ -126,9 +126,11 @@ def build_config(
     limits = limits_from(server, problem)
     db = server.get("db")
     if db is not None and not isinstance(db, str):
-        problem("server.db", "must be a path (a string)")
-    elif isinstance(db, str) and db != ":memory:":
-        db = str((base / db).resolve())
+        problem("server.db", "must be a path or a postgresql:// URL (a string)")
+    elif isinstance(db, str) and db != ":memory:" and not db.startswith(
+        ("postgresql://", "postgres://")
+    ):
+        db = str((base / db).resolve())  # a file; a PostgreSQL URL stays as it is
 
     systems = data.get("mas")
     if not isinstance(systems, Mapping) or not systems:

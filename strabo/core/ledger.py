@@ -6,6 +6,10 @@ yet committed attempt, so the order of acceptance is the order of arrival (or of
 priority, in a batch). Accepted batches go to the store in group commits; an
 attempt is acknowledged, and its batch published to subscribers, only once the
 transaction holding it has committed.
+
+When several servers share the log (a ``SharedStore``: PostgreSQL), the same
+checks and numbering run inside the store's turn, which serializes them across
+the servers (``strabo.core._shared``).
 """
 
 from __future__ import annotations
@@ -13,45 +17,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation, json_equal
+from langshaw import LangshawProtocol, SocialState, Violation
+from strabo.core._shared import SharedFinalizer
+from strabo.core.attempt import Attempt, Receipt, Rejection, same_attempt, same_instances
 from strabo.core.batch import Batch, Entry
 from strabo.core.errors import Rejected, ServiceError
 from strabo.core.feed import Lagging, SharedReads, Subscriber, Tail
-from strabo.core.store import Store, StoreError
+from strabo.core.store import SharedStore, Store, StoreError
+
+__all__ = ["Attempt", "Ledger", "Receipt", "Rejection"]
 
 log = logging.getLogger("strabo.syncserver")
-
-
-@dataclass(slots=True)
-class Attempt:
-    """An authorized attempt waiting to be finalized."""
-
-    instances: Sequence[ActionInstance]
-    performer: str
-    roles: frozenset[str]
-    attempt_id: str | None = None
-
-    @property
-    def key(self) -> tuple[str, str] | None:
-        """Attempt ids are each agent's own: two agents may send the same one."""
-        return None if self.attempt_id is None else (self.performer, self.attempt_id)
-
-
-class Receipt(NamedTuple):
-    """A finalized attempt: the batch holding it and where its instances are in it.
-
-    A batched window holds the attempts of several agents, and of one agent
-    several; the positions say which entries are this attempt's."""
-
-    batch: Batch
-    positions: tuple[int, ...]
-
-    @property
-    def seq(self) -> int:
-        return self.batch.seq
 
 
 class Ledger:
@@ -99,15 +77,26 @@ class Ledger:
         # (agent, attempt id) -> the answer of an attempt in the open window
         self._waiting: dict[tuple[str, str], tuple[Attempt, asyncio.Future[Receipt]]] = {}
         self._closed = False
+        #: The state may hold attempts that were never recorded (its rebuild
+        #: failed): over a shared log, the next turn rebuilds it first.
+        self.stale = False
+        #: Finalization through the store's turns, when other servers share the log.
+        self._shared: SharedFinalizer | None = None
+        if isinstance(store, SharedStore):
+            self._shared = SharedFinalizer(self, store)
 
     # Life cycle -------------------------------------------------------------------
 
     async def load(self) -> None:
         """Rebuild the state from the store and start writing (at start-up)."""
         await self._load_state()
+        if self._shared is not None:
+            await self._shared.start()
 
     async def close(self) -> None:
         self._closed = True
+        if self._shared is not None:
+            await self._shared.close()
         if self._window_task is not None:
             await self._window_task
         while self._writing is not None or self._pending or self._rebuilding is not None:
@@ -130,16 +119,18 @@ class Ledger:
             raise ServiceError(503, "shutting-down", "the server is shutting down")
         while self._rebuilding is not None:
             await asyncio.shield(self._rebuilding)
+        if self._shared is not None:
+            return await self._shared.attempt(attempt)
         key = attempt.key
         if key is not None and key in self._in_flight:  # a retry, not yet committed
             receipt, committing = self._in_flight[key]
-            _same_attempt(attempt, receipt)
+            same_attempt(attempt, receipt)
             await asyncio.shield(committing)  # acknowledged only once committed
             return receipt
         if self.policy == "batched":
             if key is not None and key in self._waiting:  # a retry within the window
                 original, answer = self._waiting[key]
-                _same_instances(attempt, original.instances)
+                same_instances(attempt, original.instances)
                 return await asyncio.shield(answer)
             future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
             if key is not None:
@@ -170,7 +161,7 @@ class Ledger:
             return None
         if key in self._in_flight:
             receipt, committing = self._in_flight[key]
-            _same_attempt(attempt, receipt)
+            same_attempt(attempt, receipt)
             await asyncio.shield(committing)
             return receipt
         first = attempt.instances[0]
@@ -188,7 +179,7 @@ class Ledger:
             if e.attempt_id == key[1] and e.performer == attempt.performer
         )
         receipt = Receipt(batch, positions)
-        _same_attempt(attempt, receipt)
+        same_attempt(attempt, receipt)
         return receipt
 
     def _finalize(
@@ -200,6 +191,16 @@ class Ledger:
         Nothing here awaits: the batch numbered S is queued for its transaction
         before any later batch can be numbered, so batches are committed and
         published in the order of their numbers, whatever the caller awaits next."""
+        batch, receipts = self._number(attempts)
+        committing = self._enqueue(batch)
+        if committing is not None:
+            for a, receipt in zip(attempts, receipts, strict=True):
+                if a.key is not None:
+                    self._in_flight[a.key] = (receipt, committing)
+        return committing, receipts
+
+    def _number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]:
+        """The accepted attempts as the next batch, and each one's receipt."""
         if len(attempts) == 1:  # instant policy: one attempt, one batch
             a = attempts[0]
             entries = [Entry(instance, a.performer, a.attempt_id) for instance in a.instances]
@@ -211,15 +212,9 @@ class Ledger:
                 entries.extend(Entry(i, a.performer, a.attempt_id) for i in a.instances)
                 spans.append(tuple(range(start, len(entries))))
         batch = Batch(self.protocol.name, self.next_seq, tuple(entries))
-        receipts = [Receipt(batch, span) for span in spans]
         self.next_seq += 1
         self._uncommitted[batch.seq] = batch
-        committing = self._enqueue(batch)
-        if committing is not None:
-            for a, receipt in zip(attempts, receipts, strict=True):
-                if a.key is not None:
-                    self._in_flight[a.key] = (receipt, committing)
-        return committing, receipts
+        return batch, [Receipt(batch, span) for span in spans]
 
     async def _close_window(self) -> None:
         """Batched finalization: wait for the window, then finalize what arrived."""
@@ -228,8 +223,32 @@ class Ledger:
             await asyncio.shield(self._rebuilding)
         attempts, self._window, self._window_task = self._window, [], None
         self._waiting = {}
+        checked = self._check_window(attempts)
+        if checked is None:
+            return
+        accepted, rejected = checked
+        if accepted:
+            try:
+                committing, receipts = self._finalize([a for a, _ in accepted])
+                if committing is not None:
+                    await committing
+            except ServiceError as exc:
+                for _, future in accepted:
+                    future.set_exception(exc)
+            else:
+                for (_, future), receipt in zip(accepted, receipts, strict=True):
+                    future.set_result(receipt)
+        await self._answer_rejected(rejected)
+
+    def _check_window(self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]) -> (
+        tuple[list[tuple[Attempt, asyncio.Future[Receipt]]], list[Rejection]] | None
+    ):
+        """Check a window's attempts one after the other, in priority order, each
+        against the state plus the window's earlier accepted ones (applied to the
+        state as they are accepted). None if checking failed (a bug): every
+        attempt is then answered with the error and the state rebuilt."""
         accepted: list[tuple[Attempt, asyncio.Future[Receipt]]] = []
-        rejected = []
+        rejected: list[Rejection] = []
         try:
             for attempt, future in self._by_priority(attempts):
                 violation = self.state.attempt(attempt.instances, attempt.roles)
@@ -244,19 +263,15 @@ class Ledger:
                 if not future.done():
                     future.set_exception(error)
             self._begin_rebuild()  # the state may hold part of the window
-            return
-        if accepted:
-            try:
-                committing, receipts = self._finalize([a for a, _ in accepted])
-                if committing is not None:
-                    await committing
-            except ServiceError as exc:
-                for _, future in accepted:
-                    future.set_exception(exc)
-            else:
-                for (_, future), receipt in zip(accepted, receipts, strict=True):
-                    future.set_result(receipt)
+            return None
+        return accepted, rejected
+
+    async def _answer_rejected(self, rejected: list[Rejection]) -> None:
+        """Answer rejected attempts: a resent finalized attempt gets its original
+        receipt, any other its violation (explained with the values)."""
         for attempt, future, violation in rejected:
+            if future.done():
+                continue
             try:
                 replay = await self._replay(attempt)
                 if replay is not None:
@@ -361,6 +376,7 @@ class Ledger:
 
     def _rebuilt(self, future: asyncio.Future[None]) -> None:
         self._rebuilding = None
+        self.stale = future.cancelled() or future.exception() is not None
         if not future.cancelled() and future.exception() is not None:
             log.critical(
                 "cannot rebuild %s/%s from the store: %s",
@@ -398,6 +414,16 @@ class Ledger:
         finally:
             self._writing = None
 
+    def _follow(self, batch: Batch) -> bool:
+        """Apply and publish a batch another server committed (shared log); False
+        if it is not the next one (an older one is skipped)."""
+        if batch.seq != self.committed_seq + 1 or self._uncommitted:
+            return False
+        self.state.apply([e.instance for e in batch.entries])
+        self.next_seq = batch.seq + 1
+        self._committed(batch)
+        return True
+
     def _committed(self, batch: Batch) -> None:
         if batch.seq != self.committed_seq + 1:  # never: batches are queued in order
             log.critical(
@@ -430,20 +456,27 @@ class Ledger:
         await self._load_state()
 
     async def _load_state(self) -> None:
-        self.state = SocialState(self.protocol, fingerprints=self.fingerprints)
-        self.next_seq = 1
+        published = self.committed_seq
+        state = SocialState(self.protocol, fingerprints=self.fingerprints)
         self.tail.clear()
         self.pages.clear()
-        for batch in await self.store.load(self.mas, self.protocol):
-            if batch.seq != self.next_seq:
+        batches = await self.store.load(self.mas, self.protocol)
+        for expected, batch in enumerate(batches, 1):
+            if batch.seq != expected:
                 raise StoreError(
-                    f"the log of {self.mas}/{self.protocol.name} has no batch {self.next_seq} "
+                    f"the log of {self.mas}/{self.protocol.name} has no batch {expected} "
                     f"but has batch {batch.seq}: it is damaged (a strabo before 0.2 could "
                     "write batched windows out of order); serve it from a new --db"
                 )
-            self.state.apply([e.instance for e in batch.entries])
-            self.next_seq = batch.seq + 1
-        self.committed_seq = self.next_seq - 1
+            state.apply([e.instance for e in batch.entries])
+        self.state = state
+        self.committed_seq = len(batches)
+        self.next_seq = self.committed_seq + 1
+        # A rebuild of a shared log may load batches that other servers committed
+        # and this one has not published yet: publish them now.
+        for batch in batches[published:] if published else ():
+            for subscriber in self.subscribers:
+                subscriber.push(batch)
 
     # Reading ------------------------------------------------------------------------
 
@@ -478,6 +511,10 @@ class Ledger:
 
     async def read(self, after: int, limit: int) -> list[Batch]:
         """Committed batches after ``after``, at most ``limit`` of them."""
+        if self._shared is not None and after + limit > self.committed_seq:
+            # Other servers may have committed more than this one has followed
+            # yet: a shared log holds only committed batches, so read it.
+            return await self.store.read(self.mas, self.protocol, after, after + limit)
         until = min(self.committed_seq, after + limit)
         if until <= after:
             return []
@@ -546,27 +583,3 @@ class Ledger:
         finally:
             self.subscribers.discard(subscriber)
             subscriber.close()
-
-
-def _same_instances(attempt: Attempt, instances: Sequence[ActionInstance]) -> None:
-    """A resent attempt id must carry the same instances: an agent that reuses an
-    id for another attempt would otherwise be told the first one's outcome."""
-    if len(instances) != len(attempt.instances) or any(
-        a.action.name != b.action.name or not _same_bindings(a.bindings, b.bindings)
-        for a, b in zip(attempt.instances, instances, strict=False)
-    ):
-        raise ServiceError(
-            422,
-            "attempt-id-reused",
-            f"attempt id {attempt.attempt_id!r} was already used by {attempt.performer!r} "
-            "for other instances: use a new id for a new attempt",
-        )
-
-
-def _same_attempt(attempt: Attempt, receipt: Receipt) -> None:
-    entries = receipt.batch.entries
-    _same_instances(attempt, [entries[i].instance for i in receipt.positions])
-
-
-def _same_bindings(a: Any, b: Any) -> bool:
-    return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)

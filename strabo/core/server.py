@@ -9,16 +9,28 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
+from strabo.core._pgstore import PostgresStore
 from strabo.core.batch import Batch
 from strabo.core.config import AgentConfig, Config, MASConfig
 from strabo.core.errors import Rejected, ServiceError
 from strabo.core.ledger import Attempt, Ledger, Receipt
-from strabo.core.store import Store, open_store
+from strabo.core.store import MemoryStore, SQLiteStore, Store, is_url
 
 POLICIES = ("instant", "batched")
+
+
+def open_store(spec: str | Path, synchronous: str = "normal") -> Store:
+    """``:memory:`` gives a MemoryStore, a ``postgresql://`` URL a PostgresStore
+    (a log several servers share), anything else is a SQLite file path."""
+    if str(spec) == ":memory:":
+        return MemoryStore()
+    if is_url(spec):
+        return PostgresStore(str(spec))
+    return SQLiteStore(spec, synchronous=synchronous)
 
 
 class SyncServer:

@@ -5,6 +5,10 @@ acknowledges an attempt only after the transaction holding it has committed, so
 an acknowledged action survives ``kill -9``. Concurrent attempts share a
 transaction (group commit): the cost of a commit is paid once per batch of
 attempts, not once per action.
+
+Several SyncServers may share one log in PostgreSQL (``strabo.core._pgstore``):
+such a store is ``shared``, and the ledger then finalizes inside
+:meth:`SharedStore.turn`, which serializes finalization across the servers.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from langshaw import ActionInstance, LangshawProtocol
 from strabo.core.batch import Batch, Entry
@@ -45,6 +51,8 @@ class Store:
     inline: bool = False
     #: True when append_now() writes durably without waiting on the disk.
     synchronous_append: bool = False
+    #: True when several servers write the log at once (a :class:`SharedStore`).
+    shared: bool = False
 
     async def open(self) -> None: ...
 
@@ -81,6 +89,59 @@ class Store:
         """The batch holding an agent's attempt, with only that attempt's entries
         (attempt ids are the agent's own: two agents may use the same one). ``root``
         is the enactment of the attempt's first instance: the log is indexed by it."""
+        raise NotImplementedError
+
+
+class Turn:
+    """One ledger's exclusive turn at a shared log: no other server appends to
+    the ledger until the turn ends (committed, or rolled back on an exception).
+
+    ``missed`` holds the batches other servers committed after the seq the turn
+    was asked for, in order; ``last_seq`` is the last committed batch. Batches
+    given to :meth:`append` must follow ``last_seq`` densely; they are written
+    and published to every server when the turn commits."""
+
+    def __init__(self, last_seq: int, missed: list[Batch]) -> None:
+        self.last_seq = last_seq
+        self.missed = missed
+        self.batches: list[Batch] = []
+
+    def append(self, batches: Sequence[Batch]) -> None:
+        expected = self.last_seq + len(self.batches) + 1
+        for batch in batches:
+            if batch.seq != expected:
+                raise StoreError(f"batch {batch.seq} appended where batch {expected} belongs")
+            expected += 1
+        self.batches.extend(batches)
+
+
+class SharedStore(Store):
+    """A log that several SyncServers write at once (PostgreSQL).
+
+    Each server keeps its own replica of the social state, which other servers'
+    commits make stale. So a ledger finalizes only inside a :meth:`turn`: the
+    turn serializes the ledger's writers across servers, hands over what the
+    replica missed, and commits the new batches with the next sequence numbers.
+    Servers hear of each other's commits through :meth:`watch`."""
+
+    shared = True
+
+    def turn(
+        self, mas: str, protocol: LangshawProtocol, after: int
+    ) -> AbstractAsyncContextManager[Turn]:
+        """An exclusive turn at the ledger; ``after`` is the last batch the caller holds."""
+        raise NotImplementedError
+
+    async def watch(self, mas: str, protocol: str, callback: Callable[[int], None]) -> None:
+        """Call ``callback(seq)`` when some server may have committed batches up
+        to ``seq`` (hints: notifications, and polls in case one was missed)."""
+        raise NotImplementedError
+
+    def unwatch(self, mas: str, protocol: str) -> None:
+        raise NotImplementedError
+
+    async def last_seq(self, mas: str, protocol: str) -> int:
+        """The ledger's last committed batch, as the log says now."""
         raise NotImplementedError
 
 
@@ -250,22 +311,8 @@ class SQLiteStore(Store):
     def _rows(
         mas: str, protocol: LangshawProtocol, batches: Sequence[Batch]
     ) -> list[tuple[Any, ...]]:
-        roots = protocol.root_keys
-        return [
-            (
-                mas,
-                protocol.name,
-                batch.seq,
-                index,
-                root_text(tuple(entry.instance.bindings[k] for k in roots)),
-                entry.instance.action.name,
-                entry.performer,
-                json.dumps(entry.instance.bindings, separators=(",", ":")),
-                entry.attempt_id,
-            )
-            for batch in batches
-            for index, entry in enumerate(batch.entries)
-        ]
+        name = protocol.name
+        return [(mas, name, *row) for row in rows_of(protocol, batches)]
 
     def append_now(self, mas: str, protocol: LangshawProtocol, batches: Sequence[Batch]) -> None:
         """Write batches at once (``synchronous='normal'``: no fsync to wait for)."""
@@ -301,20 +348,7 @@ class SQLiteStore(Store):
     def _select(self, protocol: LangshawProtocol, sql: str, args: Iterable[Any]) -> list[Batch]:
         db = self._reader
         assert db is not None, "store is not open"
-        batches: list[Batch] = []
-        entries: list[Entry] = []
-        seq = None
-        for row_seq, _idx, action, performer, bindings, attempt in db.execute(sql, tuple(args)):
-            if row_seq != seq and entries:
-                batches.append(Batch(protocol.name, seq, tuple(entries)))  # type: ignore[arg-type]
-                entries = []
-            seq = row_seq
-            entries.append(
-                Entry(_decode(protocol, action, json.loads(bindings), row_seq), performer, attempt)
-            )
-        if entries:
-            batches.append(Batch(protocol.name, seq, tuple(entries)))  # type: ignore[arg-type]
-        return batches
+        return batches_of(protocol, db.execute(sql, tuple(args)))
 
     async def _query(
         self, protocol: LangshawProtocol, where: str, args: tuple[Any, ...]
@@ -358,6 +392,45 @@ class SQLiteStore(Store):
         return batches[0] if batches else None
 
 
+def rows_of(protocol: LangshawProtocol, batches: Sequence[Batch]) -> list[tuple[Any, ...]]:
+    """The log's rows for ``batches``: (seq, idx, root, action, performer, bindings,
+    attempt_id), the bindings and the root as canonical JSON text (both stores
+    keep the text, so a value reads back exactly as it was written)."""
+    roots = protocol.root_keys
+    return [
+        (
+            batch.seq,
+            index,
+            root_text(tuple(entry.instance.bindings[k] for k in roots)),
+            entry.instance.action.name,
+            entry.performer,
+            json.dumps(entry.instance.bindings, separators=(",", ":")),
+            entry.attempt_id,
+        )
+        for batch in batches
+        for index, entry in enumerate(batch.entries)
+    ]
+
+
+def batches_of(protocol: LangshawProtocol, rows: Iterable[Sequence[Any]]) -> list[Batch]:
+    """Batches from rows ``(seq, idx, action, performer, bindings, attempt_id)``
+    ordered by seq and idx."""
+    batches: list[Batch] = []
+    entries: list[Entry] = []
+    seq = None
+    for row_seq, _idx, action, performer, bindings, attempt in rows:
+        if row_seq != seq and entries:
+            batches.append(Batch(protocol.name, seq, tuple(entries)))  # type: ignore[arg-type]
+            entries = []
+        seq = row_seq
+        entries.append(
+            Entry(_decode(protocol, action, json.loads(bindings), row_seq), performer, attempt)
+        )
+    if entries:
+        batches.append(Batch(protocol.name, seq, tuple(entries)))  # type: ignore[arg-type]
+    return batches
+
+
 def _decode(
     protocol: LangshawProtocol, name: str, bindings: dict[str, Any], seq: int
 ) -> ActionInstance:
@@ -372,8 +445,18 @@ def _decode(
     return ActionInstance(action, bindings)
 
 
-def open_store(spec: str | Path, synchronous: str = "normal") -> Store:
-    """``:memory:`` gives a MemoryStore; anything else is a SQLite file path."""
-    if str(spec) == ":memory:":
-        return MemoryStore()
-    return SQLiteStore(spec, synchronous=synchronous)
+def redact(url: str) -> str:
+    """``url`` without its password, to print or log (a path is returned as it is)."""
+    if not is_url(url):
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def is_url(spec: str | Path) -> bool:
+    """Whether ``spec`` names a PostgreSQL database rather than a file."""
+    return str(spec).startswith(("postgresql://", "postgres://"))

@@ -1,0 +1,257 @@
+"""Finalization when several SyncServers share one log (a ``SharedStore``).
+
+Each server keeps a replica of the social state, and another server's commit
+makes it stale. So a ledger checks and numbers attempts only inside the store's
+turn (``SharedStore.turn``): the turn locks the ledger for every server, hands
+over the batches this replica missed, which are applied first, and commits the
+accepted batches with the next numbers. The checks, the sayso priority and the
+numbering are the ledger's own (``Ledger._check_window``, ``Ledger._number``):
+what changes here is only when they run, and how the batches reach the log.
+
+Attempts arriving while a turn runs wait for the next one and share it (group
+commit). Under the instant policy each attempt is still a batch of its own, in
+arrival order; under the batched policy a turn finalizes the window that
+collected at this server, as one batch, after the window's time has passed.
+
+Between turns, the server follows what the others commit (the store's
+notifications and polls) and publishes it to its own subscribers, so that any
+server streams every batch, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from langshaw import LangshawProtocol, SocialState
+from strabo.core.attempt import Attempt, Receipt, Rejection, same_instances
+from strabo.core.batch import Batch
+from strabo.core.errors import ServiceError
+from strabo.core.store import SharedStore, StoreError
+
+log = logging.getLogger("strabo.syncserver")
+
+Pending = list[tuple[Attempt, "asyncio.Future[Receipt]"]]
+
+
+class Ledger(Protocol):
+    """What of the ledger (``strabo.core.ledger``) finalization over a shared log
+    uses: its checks and numbering, and how it applies and publishes batches."""
+
+    mas: str
+    protocol: LangshawProtocol
+    policy: str
+    window: float
+    state: SocialState
+    committed_seq: int
+    stale: bool
+    _rebuilding: asyncio.Future[None] | None
+
+    def _check_window(self, attempts: Pending) -> tuple[Pending, list[Rejection]] | None: ...
+
+    def _number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]: ...
+
+    def _follow(self, batch: Batch) -> bool: ...
+
+    def _committed(self, batch: Batch) -> None: ...
+
+    async def _answer_rejected(self, rejected: list[Rejection]) -> None: ...
+
+    def _begin_rebuild(self) -> None: ...
+
+
+#: Batches read at a time when following other servers' commits.
+_PAGE = 500
+
+
+class SharedFinalizer:
+    """The turns of one ledger at a shared log, and the following between them."""
+
+    def __init__(self, ledger: Ledger, store: SharedStore) -> None:
+        self.ledger = ledger
+        self.store = store
+        self._queue: list[tuple[Attempt, asyncio.Future[Receipt]]] = []
+        # (agent, attempt id) -> an attempt not answered yet, for resends to share
+        self._unanswered: dict[tuple[str, str], tuple[Attempt, asyncio.Future[Receipt]]] = {}
+        self._next: asyncio.Task[None] | None = None  # the turn collecting attempts
+        self._tasks: set[asyncio.Task[None]] = set()
+        # One turn, or one catch-up with other servers' commits, at a time here.
+        self._lock = asyncio.Lock()
+        self._known = 0  # the newest batch some server is known to have committed
+        self._following: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def start(self) -> None:
+        ledger = self.ledger
+        await self.store.watch(ledger.mas, ledger.protocol.name, self.heard)
+        # What other servers committed between the load and the watch.
+        self.heard(await self.store.last_seq(ledger.mas, ledger.protocol.name))
+
+    async def close(self) -> None:
+        self._closed = True
+        self.store.unwatch(self.ledger.mas, self.ledger.protocol.name)
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._following is not None:
+            self._following.cancel()
+            await asyncio.gather(self._following, return_exceptions=True)
+
+    # Attempts -----------------------------------------------------------------------
+
+    async def attempt(self, attempt: Attempt) -> Receipt:
+        key = attempt.key
+        if key is not None and key in self._unanswered:  # a resend: share the answer
+            original, answer = self._unanswered[key]
+            same_instances(attempt, original.instances)
+            return await asyncio.shield(answer)
+        future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
+        if key is not None:
+            self._unanswered[key] = (attempt, future)
+            future.add_done_callback(lambda _: self._unanswered.pop(key, None))
+        self._queue.append((attempt, future))
+        if self._next is None:
+            self._next = asyncio.ensure_future(self._turn())
+            self._tasks.add(self._next)
+            self._next.add_done_callback(self._tasks.discard)
+        return await asyncio.shield(future)
+
+    async def _turn(self) -> None:
+        ledger = self.ledger
+        if ledger.policy == "batched":
+            await asyncio.sleep(ledger.window)  # the window: attempts collect meanwhile
+        async with self._lock:
+            work, self._queue, self._next = self._queue, [], None
+            if not await self._rebuilt():
+                error = ServiceError(503, "store-failed", "the state cannot be read from the log")
+                for _, future in work:
+                    if not future.done():
+                        future.set_exception(error)
+                return
+            rejected = await self._finalize(work)
+        await ledger._answer_rejected(rejected)
+
+    async def _rebuilt(self) -> bool:
+        """Wait for a rebuild of the state under way, or start one if the last
+        failed; False if the state still cannot be trusted."""
+        ledger = self.ledger
+        if ledger.stale and ledger._rebuilding is None:
+            ledger._begin_rebuild()
+        while ledger._rebuilding is not None:
+            await asyncio.shield(ledger._rebuilding)
+        return not ledger.stale
+
+    async def _finalize(
+        self, work: list[tuple[Attempt, asyncio.Future[Receipt]]]
+    ) -> list[Rejection]:
+        """One turn: catch up, check, number, commit; settle the accepted attempts
+        and return the rejected ones (answered outside the turn: explaining a
+        rejection reads the log)."""
+        ledger = self.ledger
+        batches: list[Batch] = []
+        settled: list[tuple[asyncio.Future[Receipt], Receipt]] = []
+        rejected: list[Rejection] = []
+        try:
+            async with self.store.turn(ledger.mas, ledger.protocol, ledger.committed_seq) as turn:
+                for batch in turn.missed:
+                    if not ledger._follow(batch):
+                        raise StoreError(
+                            f"batch {batch.seq} does not follow {ledger.committed_seq}"
+                        )
+                if ledger.policy == "batched":
+                    checked = ledger._check_window(work)
+                    if checked is None:  # a bug; every attempt was answered with it
+                        return []
+                    accepted, rejected = checked
+                    if accepted:
+                        batch, receipts = ledger._number([a for a, _ in accepted])
+                        batches.append(batch)
+                        settled = [(f, r) for (_, f), r in zip(accepted, receipts, strict=True)]
+                elif not self._check_each(work, batches, settled, rejected):
+                    return []  # a bug; every attempt was answered with it
+                turn.append(batches)
+        except Exception as exc:
+            # Rolled back, or its outcome is unknown (the connection dropped during
+            # the commit): a resend of the same attempt id finds out which.
+            log.error("turn failed for %s/%s: %s", ledger.mas, ledger.protocol.name, exc)
+            error = ServiceError(503, "store-failed", f"the attempt was not recorded: {exc}")
+            for _, future in work:
+                if not future.done():
+                    future.set_exception(error)
+            if batches:
+                ledger._begin_rebuild()  # the state holds attempts that were not recorded
+            return []
+        for batch in batches:
+            ledger._committed(batch)
+        for future, receipt in settled:
+            if not future.done():
+                future.set_result(receipt)
+        return rejected
+
+    def _check_each(
+        self,
+        work: list[tuple[Attempt, asyncio.Future[Receipt]]],
+        batches: list[Batch],
+        settled: list[tuple[asyncio.Future[Receipt], Receipt]],
+        rejected: list[Rejection],
+    ) -> bool:
+        """Instant policy: each attempt in arrival order, a batch of its own.
+        False if checking failed (a bug): every attempt is answered with it."""
+        ledger = self.ledger
+        try:
+            for attempt, future in work:
+                violation = ledger.state.attempt(attempt.instances, attempt.roles)
+                if violation is not None:
+                    rejected.append((attempt, future, violation))
+                    continue
+                batch, [receipt] = ledger._number([attempt])
+                batches.append(batch)
+                settled.append((future, receipt))
+        except Exception as exc:
+            log.exception("%s/%s: checking attempts failed", ledger.mas, ledger.protocol.name)
+            error = ServiceError(500, "internal", f"internal error: {type(exc).__name__}")
+            for _, future in work:
+                if not future.done():
+                    future.set_exception(error)
+            batches.clear()
+            ledger._begin_rebuild()  # the state may hold some of them
+            return False
+        return True
+
+    # Following the others -----------------------------------------------------------
+
+    def heard(self, seq: int) -> None:
+        """Some server committed up to ``seq``: follow it, unless already there."""
+        self._known = max(self._known, seq)
+        behind = self._known > self.ledger.committed_seq
+        if behind and self._following is None and not self._closed:
+            self._following = asyncio.ensure_future(self._follow())
+
+    async def _follow(self) -> None:
+        ledger = self.ledger
+        try:
+            while self._known > ledger.committed_seq and not self._closed:
+                async with self._lock:
+                    if not await self._rebuilt():
+                        break  # the next poll tries again
+                    start = ledger.committed_seq
+                    if self._known <= start:
+                        break
+                    until = min(self._known, start + _PAGE)
+                    batches = await self.store.read(ledger.mas, ledger.protocol, start, until)
+                    if not any([ledger._follow(b) for b in batches]):
+                        log.warning(
+                            "%s/%s: told of batch %d, the log has nothing after %d",
+                            ledger.mas,
+                            ledger.protocol.name,
+                            self._known,
+                            start,
+                        )
+                        break
+        except Exception as exc:  # the database is away: the next poll tries again
+            log.warning(
+                "%s/%s: cannot follow other servers: %s", ledger.mas, ledger.protocol.name, exc
+            )
+        finally:
+            self._following = None
