@@ -20,7 +20,7 @@ from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
 from peach.keys import new_key
-from peach.roles import ConstraintRefused, MustAlways, RoleSpec
+from peach.roles import ConstraintRefused, MustAlways, RoleSpec, evaluate
 from peach.view import View
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class PeachAdapter:
         self.breaches: deque[dict[str, Any]] = deque(maxlen=100)  # newest last
         self.breach_listeners: list[Callable[[MustAlways], None]] = []
         self._breaching: set[str] = set()
+        self._check_failing: set[str] = set()
 
     # Registration ---------------------------------------------------------------
 
@@ -122,10 +123,26 @@ class PeachAdapter:
             raise ValueError(f"the spec is for {spec.role}, and this adapter plays {self.role}")
         if self.spec is not None:
             raise ValueError(f"{self!r} has adopted a spec already")
+        if spec.adopted_by is not None:
+            raise ValueError(f"the spec of {spec.role} was adopted by {spec.adopted_by} already")
+        if self._running or self._live:
+            raise ValueError(
+                f"{self!r} is started: adopt the spec before start(), so that its coded "
+                "actions hear of every action enabled from the start"
+            )
+        # Everything is checked before anything is registered: a refused spec
+        # leaves the adapter as it was.
         self._check_names(spec.named_actions())
-        for name, action in spec.actions.items():
-            if action.run is not None:
-                self.on_enabled(name)(action.run)
+        coded = {name: a.run for name, a in spec.actions.items() if a.run is not None}
+        for name in coded:
+            if self.protocol.actions[name].actor != self.role:
+                raise ValueError(
+                    f"the spec codes {name}, which {self.protocol.actions[name].actor} "
+                    f"performs, not {self.role}"
+                )
+        for name, run in coded.items():
+            self.on_enabled(name)(run)
+        spec.adopted_by = self.name
         self.spec = spec
         return spec
 
@@ -311,8 +328,11 @@ class PeachAdapter:
             if self.spec is not None:
                 self.spec.refusal(items, self)
             done = await self.executor.attempt(self, items)
-        except ConstraintRefused:
+        except ConstraintRefused as exc:
             self.counters["refused by constraints"] += 1
+            if exc.check_error is not None:
+                self.counters["constraint check errors"] += 1
+                log.error("%s: %s", self.name, exc.message)
             raise
         except ActionRejected:
             self.counters["rejected"] += 1
@@ -423,34 +443,56 @@ class PeachAdapter:
             for root in touched:
                 newly.extend(self._newly_enabled(root))
             for listener in self.listeners:
-                listener(batch, newly)
+                try:
+                    listener(batch, newly)
+                except Exception as exc:  # as with breach listeners: the batch goes on
+                    self.counters["listener errors"] += 1
+                    log.error("%s: listener %s failed: %s: %s", self.name,
+                              getattr(listener, "__qualname__", listener),
+                              type(exc).__name__, exc)
 
     def _check_always(self, seq: int) -> None:
         """Report each must-always constraint that stops holding (once, until it
         holds again)."""
         assert self.spec is not None
         now: set[str] = set()
+        failing: set[str] = set()
         for constraint in self.spec.must_always:
+            name = constraint.name
             try:
-                holds = constraint.check(self)
+                holds = evaluate(constraint.check, self)
             except Exception as exc:
-                log.error("%s: must-always check %s failed: %s", self.name, constraint.name, exc)
+                # Counted each time, logged once until it passes again; what was
+                # known of it (breached or not) stands meanwhile.
                 self.counters["constraint check errors"] += 1
+                failing.add(name)
+                if name not in self._check_failing:
+                    log.error("%s: must-always check %s failed: %s: %s",
+                              self.name, name, type(exc).__name__, exc)
+                if name in self._breaching:
+                    now.add(name)
                 continue
             if holds:
                 continue
-            now.add(constraint.name)
-            if constraint.name in self._breaching:
+            now.add(name)
+            if name in self._breaching:
                 continue
             self.counters["breaches"] += 1
-            self.breaches.append({"constraint": constraint.name, "after_batch": seq})
+            self.breaches.append({"constraint": name, "after_batch": seq})
             log.warning(
                 "%s (%s): must-always constraint %r does not hold after batch %s: %s",
-                self.name, self.role, constraint.name, seq, constraint.description,
+                self.name, self.role, name, seq, constraint.description,
             )
             for listener in self.breach_listeners:
-                listener(constraint)
+                try:
+                    listener(constraint)
+                except Exception as exc:  # the batch must still reach every handler
+                    self.counters["breach listener errors"] += 1
+                    log.error("%s: breach listener %s failed: %s: %s", self.name,
+                              getattr(listener, "__qualname__", listener),
+                              type(exc).__name__, exc)
         self._breaching = now
+        self._check_failing = failing
 
     def _go_live(self) -> None:
         """Start-up: everything enabled now counts as newly enabled."""

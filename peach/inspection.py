@@ -10,31 +10,54 @@ data. :func:`inspection_app` serves that over HTTP (``GET /inspect``) so that
 
 from __future__ import annotations
 
+import datetime
+import enum
+import json
+import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
+log = logging.getLogger("strabo.peach")
+
 # A PeachAdapter (which imports this module for its inspect method).
 PeachAdapter = Any
 
-#: Enabled actions listed per adapter at most (an agent in thousands of
-#: enactments has thousands; the count is given in full).
+#: Enabled actions and pending handler tasks listed per adapter at most (an
+#: agent in thousands of enactments has thousands; the count is given in full).
 MAX_LISTED = 50
+#: Enactments looked at for what is enabled, the latest first: finding what is
+#: enabled costs about as much per enactment as an attempt's checks, and an
+#: inspection runs in the agent's event loop. ``enabled.scanned`` says how many
+#: were looked at when there are more.
+MAX_SCANNED = 1000
+#: Bounds on the state an agent exposes, as it is shown: nesting depth, and
+#: entries per container (the rest is counted, not shown).
+MAX_DEPTH = 12
+MAX_ITEMS = 200
 KIND = "strabo.agent"
 
 
 def describe_adapter(adapter: PeachAdapter) -> dict[str, Any]:
-    enabled = adapter.enabled()
-    roots = adapter.enactments()
+    """One adapter as :func:`describe` shows it; JSON-able, and bounded in size
+    and time whatever the number of enactments and whatever the exposed state
+    holds (a value JSON cannot hold is shown as text)."""
     spec = adapter.spec
     state: Any = {}
     if spec is not None and spec.state is not None:
         try:
-            state = dict(spec.state())
+            exposed = spec.state()
+            if not isinstance(exposed, Mapping):
+                raise TypeError(f"state() returned a {type(exposed).__name__}, not a mapping")
+            state = jsonable(exposed)
         except Exception as exc:  # an inspection must not fail on a faulty accessor
             state = {"error": f"{type(exc).__name__}: {exc}"}
+    roots = adapter.enactments()
+    pending = sorted(t.get_name() for t in adapter._tasks if not t.done())
     return {
         "agent": adapter.name,
         "protocol": adapter.protocol.name,
@@ -42,15 +65,13 @@ def describe_adapter(adapter: PeachAdapter) -> dict[str, Any]:
         "mas": adapter.mas_id,
         "running": adapter._running,
         "spec": spec.describe(adapter) if spec is not None else None,
-        "enabled": {
-            "count": len(enabled),
-            "actions": [_enabled(adapter, fa) for fa in enabled[:MAX_LISTED]],
-        },
+        "enabled": _enabled_now(adapter, roots),
         "enactments": {
             "count": len(roots),
             "complete": sum(1 for r in roots if adapter.is_complete(r)),
         },
-        "pending": sorted(t.get_name() for t in adapter._tasks if not t.done()),
+        "pending": pending[:MAX_LISTED],
+        **({"pending_count": len(pending)} if len(pending) > MAX_LISTED else {}),
         "state": state,
         "handlers": {
             "observation": _names(adapter._observers),
@@ -60,6 +81,72 @@ def describe_adapter(adapter: PeachAdapter) -> dict[str, Any]:
         "counters": dict(sorted(adapter.counters.items())),
         "breaches": list(adapter.breaches)[-10:],
     }
+
+
+def _enabled_now(adapter: PeachAdapter, roots: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """What the role may do now: in the latest MAX_SCANNED enactments, and the
+    initiating actions (the first MAX_LISTED listed, all of them counted)."""
+    scanned = roots[-MAX_SCANNED:] if len(roots) > MAX_SCANNED else roots
+    enabled: list[Any] = []
+    for root in scanned:
+        enabled.extend(adapter.enabled(root))
+    enabled.extend(adapter.initiating())
+    found: dict[str, Any] = {
+        "count": len(enabled),
+        "actions": [_enabled(adapter, fa) for fa in enabled[:MAX_LISTED]],
+    }
+    if len(scanned) < len(roots):
+        found["scanned"] = len(scanned)  # of enactments.count: the latest ones
+    return found
+
+
+def jsonable(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON can hold it: sets as sorted lists, dates as ISO text,
+    bytes and other objects as text, non-finite floats as text, keys as text;
+    nested at most MAX_DEPTH deep and MAX_ITEMS entries per container."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if depth >= MAX_DEPTH:
+        return "..."
+    if isinstance(value, Mapping):
+        shown = {
+            _text(k): jsonable(v, depth + 1) for k, v in islice(value.items(), MAX_ITEMS)
+        }
+        if len(value) > MAX_ITEMS:
+            shown["..."] = f"{len(value) - MAX_ITEMS} more"
+        return shown
+    if isinstance(value, list | tuple | set | frozenset):
+        items = list(islice(value, MAX_ITEMS))
+        if isinstance(value, set | frozenset):
+            items.sort(key=repr)
+        shown_items = [jsonable(v, depth + 1) for v in items]
+        if len(value) > MAX_ITEMS:
+            shown_items.append(f"... {len(value) - MAX_ITEMS} more")
+        return shown_items
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value[:4096]).decode("utf-8", "backslashreplace")
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value, depth + 1)
+    return _text(value)
+
+
+def _leaf(value: Any) -> Any:
+    """``json.dumps``'s default: one value JSON has no type for, as jsonable shows it."""
+    return jsonable(value)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        text = str(value)
+    except Exception:  # an object whose __str__ fails still has a type
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 4096 else text[:4093] + "..."
 
 
 def _enabled(adapter: PeachAdapter, feasible: Any) -> dict[str, Any]:
@@ -84,12 +171,10 @@ def describe(
 ) -> dict[str, Any]:
     """An agent as a whole: its roles (one entry per adapter) and what else its
     program adds (an LLM agent's budget and pending decisions, say)."""
-    return {
-        "kind": KIND,
-        "agent": name,
-        "roles": [describe_adapter(a) for a in adapters],
-        **(dict(extra) if extra else {}),
-    }
+    described = {"kind": KIND, "agent": name, "roles": [describe_adapter(a) for a in adapters]}
+    for key, value in (extra or {}).items():
+        described.setdefault(key, value)  # what the program adds cannot hide what it is
+    return described
 
 
 def inspection_app(source: Callable[[], Mapping[str, Any]]) -> ASGIApp:
@@ -103,10 +188,20 @@ def inspection_app(source: Callable[[], Mapping[str, Any]]) -> ASGIApp:
     """
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import Response
     from starlette.routing import Route
 
-    async def inspect(request: Request) -> JSONResponse:
-        return JSONResponse(dict(source()))
+    async def inspect(request: Request) -> Response:
+        try:
+            data = dict(source())
+            try:  # what an agent's program adds (sets, dates, ...) as jsonable shows it
+                body = json.dumps(data, separators=(",", ":"), allow_nan=False, default=_leaf)
+            except (TypeError, ValueError):  # NaN, keys JSON cannot have: the slow way
+                body = json.dumps(jsonable(data), separators=(",", ":"))
+        except Exception as exc:  # the agent keeps running; the reader learns why
+            log.error("the inspection failed: %s: %s", type(exc).__name__, exc)
+            error = {"code": "inspection-failed", "message": f"{type(exc).__name__}: {exc}"}
+            return Response(json.dumps({"error": error}), 500, media_type="application/json")
+        return Response(body, media_type="application/json")
 
     return Starlette(routes=[Route("/inspect", inspect)])

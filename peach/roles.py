@@ -17,6 +17,7 @@ semantics; these are the agent's own, stricter ones.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,14 +41,33 @@ AlwaysCheck = Callable[[PeachAdapter], bool]
 Implementation = Callable[["FeasibleAction"], Awaitable[Any]]
 
 
+def _check_constraint(kind: str, name: Any, check: Any) -> None:
+    """A constraint's check is a plain function: it runs synchronously, where the
+    attempt or the batch is, and a coroutine function would never be awaited."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"a {kind} constraint needs a name, not {name!r}")
+    if not callable(check):
+        raise TypeError(f"{kind} {name!r}: check must be a function, not {type(check).__name__}")
+    if inspect.iscoroutinefunction(check):
+        raise TypeError(
+            f"{kind} {name!r}: check is a coroutine function; constraints are checked "
+            "synchronously (use def, not async def, and keep the check cheap)"
+        )
+
+
 @dataclass(frozen=True)
 class MustNever:
     """``check(instance, adapter)`` is True when attempting ``instance`` would do
-    what the role must never do; such an attempt is refused before it is sent."""
+    what the role must never do; such an attempt is refused before it is sent.
+    A check that raises refuses the attempt too (what cannot be shown harmless
+    is not sent)."""
 
     name: str
     description: str
     check: NeverCheck
+
+    def __post_init__(self) -> None:
+        _check_constraint("must-never", self.name, self.check)
 
 
 @dataclass(frozen=True)
@@ -59,6 +79,22 @@ class MustAlways:
     name: str
     description: str
     check: AlwaysCheck
+
+    def __post_init__(self) -> None:
+        _check_constraint("must-always", self.name, self.check)
+
+
+def evaluate(check: Callable[..., Any], *args: Any) -> bool:
+    """Run a constraint's check and return its truth; what the check raises
+    propagates (a check returning an awaitable raises TypeError: the awaitable
+    would be true whatever it checks)."""
+    result = check(*args)
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()  # a coroutine never awaited, closed without a warning
+        raise TypeError("the check returned an awaitable; it must return True or False")
+    return bool(result)
 
 
 @dataclass(frozen=True)
@@ -86,18 +122,31 @@ class ConstraintRefused(ActionRejected):
     """An attempt refused by the agent's own must-never constraint, before it
     left the agent. ``rule`` is ``must-never``; ``constraint`` names which."""
 
-    def __init__(self, constraint: MustNever, instance: ActionInstance, index: int) -> None:
-        super().__init__(
-            Violation(
-                "must-never",
+    def __init__(
+        self,
+        constraint: MustNever,
+        instance: ActionInstance,
+        index: int,
+        error: BaseException | None = None,
+    ) -> None:
+        if error is None:
+            message = (
                 f"{instance.action.name} would break the role's constraint "
-                f"{constraint.name!r}: {constraint.description}",
-                action=instance.action.name,
-                index=index,
-            ),
+                f"{constraint.name!r}: {constraint.description}"
+            )
+        else:
+            message = (
+                f"{instance.action.name} is refused: the check of the role's constraint "
+                f"{constraint.name!r} ({constraint.description}) failed with "
+                f"{type(error).__name__}: {error}"
+            )
+        super().__init__(
+            Violation("must-never", message, action=instance.action.name, index=index),
             [instance],
         )
         self.constraint = constraint.name
+        #: The exception the check raised, when it failed rather than refused.
+        self.check_error = error
 
 
 @dataclass
@@ -115,6 +164,8 @@ class RoleSpec:
     responsibilities: Sequence[Responsibility] = ()
     state: Callable[[], Mapping[str, Any]] | None = None
     actions: dict[str, ActionSpec] = field(default_factory=dict)
+    #: The adapter that adopted the spec (set by ``PeachAdapter.adopt``).
+    adopted_by: str | None = field(default=None, init=False, compare=False, repr=False)
 
     def action(
         self, name: str, kind: ActionKind = "local", description: str = ""
@@ -123,8 +174,17 @@ class RoleSpec:
         enabled for the role (as ``on_enabled`` would), once the spec is adopted."""
         if kind not in KINDS:
             raise ValueError(f"action kind {kind!r}: one of {', '.join(KINDS)}")
+        self._not_adopted(f"an implementation of {name}")
 
         def register(fn: Implementation) -> Implementation:
+            if not callable(fn) or (
+                inspect.isfunction(fn) and not inspect.iscoroutinefunction(fn)
+            ):
+                raise TypeError(
+                    f"the implementation of {name} must be a coroutine function "
+                    f"(async def), like an on_enabled handler, not {fn!r}"
+                )
+            self._not_adopted(f"an implementation of {name}")
             if name in self.actions:
                 raise ValueError(f"{self.role} already has an implementation of {name}")
             text = description or (fn.__doc__ or "").strip().split("\n")[0]
@@ -136,8 +196,17 @@ class RoleSpec:
     def decided_by(self, names: Iterable[str], kind: ActionKind = "llm") -> None:
         """Declare actions that a decider (an LLM agent, a person) performs, so that
         an inspection lists them with their kind though no code runs them."""
+        if isinstance(names, str):
+            names = [names]
         for name in names:
             self.actions.setdefault(name, ActionSpec(name, kind, "", None))
+
+    def _not_adopted(self, what: str) -> None:
+        if self.adopted_by is not None:
+            raise ValueError(
+                f"the spec of {self.role} was adopted by {self.adopted_by} already: add "
+                f"{what} before adopt(), or it would never run"
+            )
 
     @property
     def must_never(self) -> list[MustNever]:
@@ -153,15 +222,21 @@ class RoleSpec:
 
     def refusal(self, instances: Sequence[ActionInstance], adapter: PeachAdapter) -> None:
         """Raise :class:`ConstraintRefused` for the first instance that a
-        must-never constraint forbids."""
+        must-never constraint forbids, or whose check fails (raises): an attempt
+        the role cannot show harmless is not sent."""
         for index, instance in enumerate(instances):
             for constraint in self.must_never:
-                if constraint.check(instance, adapter):
+                try:
+                    forbidden = evaluate(constraint.check, instance, adapter)
+                except Exception as exc:
+                    raise ConstraintRefused(constraint, instance, index, exc) from exc
+                if forbidden:
                     raise ConstraintRefused(constraint, instance, index)
 
     def breaches(self, adapter: PeachAdapter) -> list[MustAlways]:
-        """The must-always constraints that do not hold now."""
-        return [c for c in self.must_always if not c.check(adapter)]
+        """The must-always constraints that do not hold now (a check that fails
+        is not counted: nothing is known of it)."""
+        return [c for c in self.must_always if _holds(c, adapter) is False]
 
     def describe(self, adapter: PeachAdapter | None = None) -> dict[str, Any]:
         """The declaration as data, with each must-always's current truth when an
@@ -198,6 +273,6 @@ class RoleSpec:
 
 def _holds(constraint: MustAlways, adapter: PeachAdapter) -> bool | str:
     try:
-        return bool(constraint.check(adapter))
+        return evaluate(constraint.check, adapter)
     except Exception as exc:  # an inspection must not fail on a faulty check
         return f"check failed: {type(exc).__name__}: {exc}"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +36,8 @@ Exit status: 0 when it printed, 1 when URL could not be read, 2 for a usage erro
 """
 
 AGENT_KIND = "strabo.agent"
+#: The largest answer read (an agent's inspection is bounded far below this).
+MAX_ANSWER = 8 * 1024 * 1024
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -42,12 +46,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mas", default="default", help="the MAS to list (default: default)")
     parser.add_argument("--json", action="store_true", help="print the JSON answer as it came")
     parser.add_argument(
-        "--timeout", type=float, default=10.0, help="seconds to wait for an answer (default 10)"
+        "--timeout", type=float, default=10.0,
+        help="seconds to wait for the whole answer (default 10)",
     )
 
 
 class _Failure(Exception):
     pass
+
+
+class _Answer:
+    """One response, read whole within the deadline and MAX_ANSWER bytes."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status = status
+        self.body = body
+        try:
+            self.data: Any = json.loads(body)
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested absurdly
+            self.data = None
+
+    @property
+    def text(self) -> str:
+        return self.body[:200].decode("utf-8", "replace")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,34 +78,80 @@ def run(args: argparse.Namespace) -> int:
     if not url.startswith(("http://", "https://")):
         print(f"strabo inspect: {args.url!r} is not an http:// or https:// URL", file=sys.stderr)
         return 2
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        print(f"strabo inspect: --timeout {args.timeout}: give seconds, more than 0 and at "
+              "most 3600", file=sys.stderr)
+        return 2
+    deadline = time.monotonic() + args.timeout
     try:
         with httpx.Client(timeout=args.timeout) as client:
-            kind, data = _identify(client, url, args)
+            kind, data = _identify(_Reader(client, deadline, args.timeout), url, args)
+        if args.json:
+            print(json.dumps(data, indent=2))
+            return 0
+        lines = agent_lines(data) if kind == "agent" else server_lines(url, data)
     except _Failure as exc:
-        print(f"strabo inspect: {exc}", file=sys.stderr)
+        print(f"strabo inspect: {_clean(str(exc))}", file=sys.stderr)
         return 1
+    except httpx.InvalidURL as exc:
+        print(f"strabo inspect: not a valid URL ({exc}): check URL and --mas", file=sys.stderr)
+        return 2
     except httpx.HTTPError as exc:
         print(f"strabo inspect: cannot read {url}: {exc or type(exc).__name__}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(data, indent=2))
-    elif kind == "agent":
-        print("\n".join(agent_lines(data)))
-    else:
-        print("\n".join(server_lines(url, data)))
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+        # JSON of the right kind with fields of the wrong types: not ours to print.
+        print(
+            f"strabo inspect: {url} answered JSON of an unexpected shape "
+            f"({type(exc).__name__}: {_clean(str(exc))[:200]}); --json prints it as it came",
+            file=sys.stderr,
+        )
+        return 1
+    print("\n".join(_clean(line) for line in lines))
     return 0
 
 
-def _identify(client: Any, url: str, args: argparse.Namespace) -> tuple[str, Any]:
+class _Reader:
+    """GETs that share one deadline, each answer bounded in size."""
+
+    def __init__(self, client: Any, deadline: float, timeout: float) -> None:
+        self.client = client
+        self.deadline = deadline
+        self.timeout = timeout
+
+    def get(self, url: str, headers: Mapping[str, str] | None = None) -> _Answer:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self._late(url)
+        with self.client.stream("GET", url, headers=headers, timeout=left) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_ANSWER:
+                    raise _Failure(f"{url} answered more than {MAX_ANSWER} bytes; not read")
+                if time.monotonic() > self.deadline:
+                    raise self._late(url)
+            return _Answer(response.status_code, bytes(body))
+
+    def _late(self, url: str) -> _Failure:
+        return _Failure(f"{url} did not answer in full within {self.timeout:g} s (--timeout)")
+
+
+def _identify(reader: _Reader, url: str, args: argparse.Namespace) -> tuple[str, Any]:
+    problem = ""
     for candidate in (url, url + "/inspect"):
-        data = _json(client.get(candidate))
+        answer = reader.get(candidate)
+        data = answer.data
         if isinstance(data, Mapping) and data.get("kind") == AGENT_KIND:
             return "agent", data
-    health = _json(client.get(url + "/health"))
+        message = _error_message(data)
+        if answer.status >= 500 and message:  # an agent whose inspection failed, say
+            problem = f" ({candidate} answered {answer.status}: {message})"
+    health = reader.get(url + "/health").data
     if not (isinstance(health, Mapping) and "policy" in health):
         raise _Failure(
             f"{url} is neither a SyncServer (no /health with a policy) nor an agent's "
-            "inspection endpoint (no JSON of kind strabo.agent at it or at /inspect)"
+            f"inspection endpoint (no JSON of kind strabo.agent at it or at /inspect){problem}"
         )
     token = args.token or os.environ.get("STRABO_TOKEN")
     if not token:
@@ -92,24 +159,31 @@ def _identify(client: Any, url: str, args: argparse.Namespace) -> tuple[str, Any
             f"{url} is a SyncServer: give the token of an agent of MAS {args.mas!r} "
             "(--token or STRABO_TOKEN) to list its agents"
         )
-    response = client.get(
+    answer = reader.get(
         f"{url}/mas/{quote(args.mas, safe='')}/agents",
         headers={"Authorization": f"Bearer {token}"},
     )
-    data = _json(response)
-    if response.status_code != 200:
-        message = data.get("error", {}).get("message") if isinstance(data, Mapping) else None
-        raise _Failure(
-            f"the SyncServer answered {response.status_code}: {message or response.text[:200]}"
-        )
-    return "server", data
+    if answer.status != 200:
+        message = _error_message(answer.data)
+        raise _Failure(f"the SyncServer answered {answer.status}: {message or answer.text}")
+    if not isinstance(answer.data, Mapping):
+        raise _Failure(f"the SyncServer answered {answer.status} without a JSON object: "
+                       f"{answer.text!r}")
+    return "server", answer.data
 
 
-def _json(response: Any) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None
+def _error_message(data: Any) -> str | None:
+    error = data.get("error") if isinstance(data, Mapping) else None
+    message = error.get("message") if isinstance(error, Mapping) else None
+    return str(message)[:500] if message is not None else None
+
+
+def _clean(text: str) -> str:
+    """Text safe to print on a terminal: control characters (escape sequences
+    a hostile server could send) are shown escaped, not obeyed."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def server_lines(url: str, data: Mapping[str, Any]) -> list[str]:
@@ -184,15 +258,24 @@ def _role_lines(role: Mapping[str, Any]) -> list[str]:
         for e in enabled.get("actions", [])
     ]
     more = enabled.get("count", 0) - len(shown)
+    enactments = role.get("enactments", {})
+    scanned = enabled.get("scanned")
+    where_found = (
+        f" in the latest {scanned} of {enactments.get('count')} enactments" if scanned else ""
+    )
     lines.append(
-        f"    enabled now ({enabled.get('count', 0)}): {', '.join(shown) or '-'}"
+        f"    enabled now ({enabled.get('count', 0)}{where_found}): {', '.join(shown) or '-'}"
         + (f", and {more} more" if more > 0 else "")
     )
-    enactments = role.get("enactments", {})
     lines.append(
         f"    enactments: {enactments.get('count', 0)}, {enactments.get('complete', 0)} complete"
     )
-    lines.append(f"    pending: {', '.join(role.get('pending', [])) or '-'}")
+    pending = role.get("pending", [])
+    unlisted = role.get("pending_count", len(pending)) - len(pending)
+    lines.append(
+        f"    pending: {', '.join(pending) or '-'}"
+        + (f", and {unlisted} more" if unlisted > 0 else "")
+    )
     if role.get("state"):
         lines.append(f"    state: {_short(role['state'])}")
     handlers = role.get("handlers", {})

@@ -206,6 +206,9 @@ async def run_agent(
                           (args.max_tokens, "--max-tokens")):
         if value <= 0:
             raise UsageError(f"{option} must be positive")
+    for port, option in ((args.port, "--port"), (args.inspect_port, "--inspect-port")):
+        if port is not None and not 0 <= port <= 65535:
+            raise UsageError(f"{option} {port}: a TCP port is 0 (any free one) to 65535")
     budget = Budget(args.max_calls, args.max_seconds, args.max_tokens)
 
     async with contextlib.AsyncExitStack() as stack:

@@ -22,7 +22,7 @@ from typing import Any
 
 from peach.adapter import PeachAdapter
 from peach.feasible import FeasibleAction
-from peach.inspection import describe
+from peach.inspection import MAX_LISTED, describe
 from peach.llm._acting import _Acting
 from peach.llm._messages import (
     _results_message,
@@ -400,7 +400,8 @@ class LLMAgent(_Acting):
                 "decider": f"LLM ({self.provider}, {self.model})",
                 "goal": self.redactor.text(self.goal),
                 "status": report.status,
-                "pending_decisions": list(self._reasons),
+                "pending_decisions": self._reasons[-MAX_LISTED:],  # the latest
+                "pending_count": len(self._reasons),
                 "deciding": self._deciding,
                 "waiting_for": sorted(self._waiting_for),
                 "tools": sorted(self.tools),

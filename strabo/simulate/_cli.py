@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -29,9 +30,13 @@ runs three sellers (coded: fixed, undercutting, following) and twelve buyers
 on the Market pattern and charts each seller's price and balance per round.
 docs/patterns.md describes the patterns and the scenario format.
 
+Ctrl-C (or SIGTERM) ends the run early: the report is still written, with
+what was finalized until then; a second Ctrl-C gives up on the report.
+
 Exit status: 0 when a stop condition of the scenario ended the run
 (complete, rounds, budget), 1 when it stalled, timed out or a policy failed,
-2 for a scenario that cannot run (each problem as file:line: key: message).
+2 for a scenario that cannot run (each problem as file:line: key: message) or
+a report folder that cannot be written, 130 when interrupted.
 """
 
 
@@ -75,9 +80,27 @@ def run(args: argparse.Namespace) -> int:
             return 2
         scenario = dataclasses.replace(
             scenario, rounds=dataclasses.replace(scenario.rounds, limit=args.rounds))
-    result = asyncio.run(simulate(scenario, progress=not args.quiet, http=args.http or None))
     out = Path(args.out) if args.out else scenario.default_output()
-    written = write_report(result, out)
+    problem = _unwritable(out)
+    if problem:
+        print(f"strabo simulate: cannot write the report to {out}: {problem}", file=sys.stderr)
+        return 2
+    try:
+        result = asyncio.run(simulate(scenario, progress=not args.quiet, http=args.http or None,
+                                      interruptible=True))
+    except KeyboardInterrupt:
+        print("strabo simulate: interrupted again; no report written", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the run could not start or went wrong beyond a policy
+        print(f"strabo simulate: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        written = write_report(result, out)
+    except OSError as exc:
+        print(f"strabo simulate: {result.reason}: {result.detail}", file=sys.stderr)
+        print(f"strabo simulate: cannot write the report to {out}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
     print(f"{scenario.name}: {result.reason}: {result.detail}")
     print(f"  {len(result.trace)} actions, {result.rounds_ended} rounds ended, "
           f"{result.seconds:.1f} s")
@@ -88,4 +111,20 @@ def run(args: argparse.Namespace) -> int:
         if len(rows) > 40:
             print(f"  ... {len(rows) - 40} more rows in {written['table']}")
     print(f"\nreport in {out}/: " + ", ".join(p.name for p in written.values()))
+    if result.reason == "interrupted":
+        return 130
     return 0 if result.ok else 1
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why the report folder cannot be written, checked before the run (a run
+    may take minutes; its report should not be lost to a typo)."""
+    if out.exists() and not out.is_dir():
+        return "it is a file, not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not os.access(out, os.W_OK | os.X_OK):
+        return "the folder is not writable"
+    return None

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+# Each part can match only one way (no two quantifiers compete for the same
+# characters), so a long line costs linear time, not cubic.
+_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=""")
 
 
@@ -33,7 +35,7 @@ def line_of(text: str, path: tuple[str, ...]) -> int | None:
         for number, line in enumerate(lines, 1):
             header = _HEADER.match(line)
             if header:
-                table = _parts(header.group(1))
+                table = _parts(header.group(1).strip())
                 if table[:len(wanted)] == wanted:  # the table, or its first subtable
                     return number
                 continue

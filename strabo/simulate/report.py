@@ -74,30 +74,47 @@ def write_report(result: SimulationResult, directory: str | Path) -> dict[str, P
                 writer.writerow({k: _cell(v, plain=True) for k, v in row.items()})
         written["table"] = out / "outcomes.md"
         written["table"].write_text(markdown_table(spec.columns, rows), encoding="utf-8")
+    chart_problem = None
     if spec.chart is not None and rows:
-        written["chart"] = out / "chart.png"
-        draw_chart(spec.chart, rows, written["chart"], title=result.scenario.name)
+        try:
+            draw_chart(spec.chart, rows, out / "chart.png", title=result.scenario.name)
+            written["chart"] = out / "chart.png"
+        except Exception as exc:  # the rest of the report is worth more than its chart
+            chart_problem = f"{type(exc).__name__}: {exc}"
     written["report"] = out / "report.md"
-    written["report"].write_text(_summary(result, rows, written), encoding="utf-8")
+    written["report"].write_text(_summary(result, rows, written, chart_problem),
+                                 encoding="utf-8")
     return written
 
 
 def markdown_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
 
+#: What a spreadsheet would take a cell starting with for a formula.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value: Any, plain: bool = False) -> str:
+    """A table cell: for CSV (``plain``), text a spreadsheet will not run as a
+    formula (a leading ' defuses =, +, -, @); for Markdown, one line with its
+    pipes escaped. Values come from agents (an LLM's words, say): untrusted."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value) if plain else f"{value:.2f}".rstrip("0").rstrip(".")
-    text = str(value) if isinstance(value, int | str) else json.dumps(value, sort_keys=True)
-    return text if plain else text.replace("|", "\\|")
+    if isinstance(value, int):
+        return str(value)
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if plain:
+        return "'" + text if text.startswith(_FORMULA) else text
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
 
 def _number(value: Any) -> float | None:
@@ -109,6 +126,15 @@ def _number(value: Any) -> float | None:
 def draw_chart(spec: ChartSpec, rows: Sequence[Mapping[str, Any]], path: Path,
                title: str = "") -> None:
     """Plot ``spec`` from the table's rows into a PNG of :func:`chart_size`."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        _draw(spec, rows, path, title)
+
+
+def _draw(spec: ChartSpec, rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
+    """The chart, with labels taken as plain text ($ is no TeX here: names and
+    titles come from the scenario and the agents)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -148,7 +174,7 @@ def draw_chart(spec: ChartSpec, rows: Sequence[Mapping[str, Any]], path: Path,
 
 
 def _summary(result: SimulationResult, rows: Sequence[Mapping[str, Any]],
-             written: Mapping[str, Path]) -> str:
+             written: Mapping[str, Path], chart_problem: str | None = None) -> str:
     scenario = result.scenario
     lines = [f"# {scenario.name}", ""]
     if scenario.description:
@@ -170,7 +196,9 @@ def _summary(result: SimulationResult, rows: Sequence[Mapping[str, Any]],
         lines += ["", f"## Outcomes: one row per {scenario.report.rows}", "",
                   markdown_table(scenario.report.columns, rows)]
     if "chart" in written:
-        lines += ["", f"![{scenario.name}]({written['chart'].name})", ""]
+        lines += ["", f"![{_cell(scenario.name)}]({written['chart'].name})", ""]
+    elif chart_problem:
+        lines += ["", f"The chart could not be drawn: {_cell(chart_problem)}", ""]
     lines += ["", "## Files", ""]
     lines += [f"- `{path.name}`: {kind}" for kind, path in written.items()
               if kind != "report"]

@@ -14,7 +14,11 @@ The run ends at the first of:
 * ``stalled``: no agent will ever act again (every coded agent idle at the
   same point of the log, no LLM agent running) before the round limit;
 * ``timeout``: ``stop.timeout`` seconds passed;
-* ``error``: a policy failed (the detail says which and how).
+* ``error``: a policy failed (the detail says which and how);
+* ``interrupted``: SIGINT or SIGTERM (Ctrl-C), with ``interruptible``.
+
+However it ends, the agents are stopped and what was finalized is in the
+result's trace, so the report is written whatever the ending.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from peach import Executor, LocalExecutor, PeachAdapter, SyncExecutor
-from strabo.simulate._coded import CodedAgent, PolicyError
+from strabo.simulate._coded import CodedAgent, PolicyCaller, PolicyError
 from strabo.simulate.move import Occurrence
 from strabo.simulate.scenario import Scenario
 
@@ -41,7 +46,7 @@ __all__ = ["ENDINGS", "SimulationResult", "simulate"]
 log = logging.getLogger("strabo.simulate")
 
 # How a run may end; the first three are the scenario's own stop conditions.
-ENDINGS = ("complete", "rounds", "budget", "stalled", "timeout", "error")
+ENDINGS = ("complete", "rounds", "budget", "stalled", "timeout", "error", "interrupted")
 
 
 @dataclass
@@ -81,11 +86,20 @@ class _Run:
         self.coded: list[CodedAgent] = []
         self.llm_tasks: list[asyncio.Task[Any]] = []
         self.recorder: PeachAdapter | None = None
+        self.deadline = float("inf")  # set when the agents start
 
     def finish(self, reason: str, detail: str) -> None:
         if not self.done.is_set():
             self.reason, self.detail = reason, detail
             self.done.set()
+
+    def expired(self) -> bool:
+        """Whether the run is over; ends it at its deadline. The agents ask before
+        each step: with many agents, one turn of the event loop through all
+        their steps can take longer than the timeout's own timer would wait."""
+        if not self.done.is_set() and time.monotonic() >= self.deadline:
+            self.finish("timeout", f"{self.scenario.timeout:g} seconds passed")
+        return self.done.is_set()
 
     @property
     def limit(self) -> int | None:
@@ -143,11 +157,13 @@ async def simulate(
     *,
     progress: bool = False,
     http: bool | None = None,
+    interruptible: bool = False,
 ) -> SimulationResult:
     """Run ``scenario`` to a stop condition; ``progress`` shows a progress bar
     (rounds ended, or actions) on stderr; ``http`` serves the SyncServer on a
     loopback port and connects the agents over HTTP (default: the scenario's
-    ``server.http``)."""
+    ``server.http``); ``interruptible`` ends the run as ``interrupted`` on the
+    first SIGINT or SIGTERM (a second one is not caught)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -157,7 +173,13 @@ async def simulate(
     use_http = scenario.http if http is None else http
     population = scenario.population()
     roles = {name: [spec.role] for spec in scenario.agents for name in spec.names()}
-    server = SyncServer.embedded([scenario.protocol], roles, policy=scenario.policy)
+    if not roles:
+        raise ValueError(f"{scenario.name}: no agent to run")
+    # Tokens of plain ASCII whatever the names (a header carries them over HTTP).
+    tokens = {name: f"agent-{i}-token" for i, name in enumerate(roles)}
+    server = SyncServer.embedded([scenario.protocol], roles, tokens=tokens,
+                                 policy=scenario.policy)
+    caller = PolicyCaller(scenario.policy_timeout)
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("rounds" if scenario.rounds and scenario.rounds.limit else "actions"),
@@ -176,7 +198,7 @@ async def simulate(
             from syncserver import create_app
 
             url = await stack.enter_async_context(serve(create_app(server)))
-            executor_for = lambda name: SyncExecutor(url, name)  # noqa: E731
+            executor_for = lambda name: SyncExecutor(url, tokens[name])  # noqa: E731
         else:
             await server.start()
             stack.push_async_callback(server.stop)
@@ -195,34 +217,42 @@ async def simulate(
                     run.coded.append(CodedAgent(
                         adapter, policy, params=spec.params,
                         rounds=run.limit, index=index, count=spec.count,
-                        population=population, on_idle=run.idle,
+                        population=population, on_idle=run.idle, caller=caller,
+                        expired=run.expired,
                     ))
                 else:
                     llm_agents[name] = llm_agent(spec, adapter, scenario, population)
         run.recorder = adapters[0]
         adapters[0].listeners.append(run.heard)
+        stack.callback(caller.close)
         for adapter in adapters:
             await adapter.start()
             stack.push_async_callback(adapter.stop)
-        with bar:
-            total = run.limit or scenario.max_actions
-            run.task = bar.add_task(scenario.name, total=total)
-            tasks = [asyncio.create_task(agent.run()) for agent in run.coded]
-            run.llm_tasks = [asyncio.create_task(a.run()) for a in llm_agents.values()]
-            for name, task in zip(llm_agents, run.llm_tasks, strict=True):
-                task.add_done_callback(functools.partial(_llm_ended, run, name))
-            for task in tasks:
-                task.add_done_callback(lambda t: _failed(run, t))
-            try:
-                await asyncio.wait_for(run.done.wait(), scenario.timeout)
-            except TimeoutError:
-                run.finish("timeout", f"{scenario.timeout:g} seconds passed")
-            for agent in run.coded:
-                agent.stop()
-            for llm in llm_agents.values():
-                llm.stop("the simulation is over")
-            results = await asyncio.gather(*tasks, *run.llm_tasks, return_exceptions=True)
-            run._show()
+        if interruptible:
+            stack.enter_context(_signals(run))
+        tasks: list[asyncio.Task[Any]] = []
+        try:
+            with bar:
+                total = run.limit or scenario.max_actions
+                run.task = bar.add_task(scenario.name, total=total)
+                run.deadline = time.monotonic() + scenario.timeout
+                tasks = [asyncio.create_task(agent.run()) for agent in run.coded]
+                run.llm_tasks = [asyncio.create_task(a.run()) for a in llm_agents.values()]
+                for name, task in zip(llm_agents, run.llm_tasks, strict=True):
+                    task.add_done_callback(functools.partial(_llm_ended, run, name))
+                for task in tasks:
+                    task.add_done_callback(lambda t: _failed(run, t))
+                try:
+                    await asyncio.wait_for(run.done.wait(), scenario.timeout)
+                except TimeoutError:
+                    run.finish("timeout", f"{scenario.timeout:g} seconds passed")
+                _stop_agents(run, llm_agents)
+                results = await asyncio.gather(*tasks, *run.llm_tasks, return_exceptions=True)
+                run._show()
+        finally:  # cancelled (a second Ctrl-C) or failing: no agent outlives the run
+            _stop_agents(run, llm_agents)
+            for task in [*tasks, *run.llm_tasks]:
+                task.cancel()
         reports = {
             name: result
             for name, result in zip(llm_agents, results[len(tasks):], strict=True)
@@ -250,6 +280,40 @@ async def simulate(
     )
 
 
+def _stop_agents(run: _Run, llm_agents: dict[str, Any]) -> None:
+    for agent in run.coded:
+        agent.stop()
+    for llm in llm_agents.values():
+        llm.stop("the simulation is over")
+
+
+@contextlib.contextmanager
+def _signals(run: _Run) -> Any:
+    """End the run on the first SIGINT or SIGTERM; then the handlers are removed,
+    so a second one interrupts as usual."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def interrupted(sig: signal.Signals) -> None:
+        run.finish("interrupted", f"interrupted by {sig.name}; the report holds what was "
+                                  "finalized until then")
+        for each in signals:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(each)
+
+    installed = []
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, interrupted, sig)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+
+
 def _llm_ended(run: _Run, name: str, task: asyncio.Task[Any]) -> None:
     """An LLM agent's run ended: by an error (no API key, say), that ends the
     run; otherwise the others may now be all that is left."""
@@ -267,6 +331,6 @@ def _failed(run: _Run, task: asyncio.Task[None]) -> None:
     error = task.exception()
     if isinstance(error, PolicyError):
         run.finish("error", str(error))
-    elif error is not None:
-        log.error("coded agent failed", exc_info=error)
-        run.finish("error", f"{type(error).__name__}: {error}")
+    elif error is not None:  # not the policy's doing: the detail names it, the debug log has more
+        log.debug("coded agent failed", exc_info=error)
+        run.finish("error", f"a coded agent failed: {type(error).__name__}: {error}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
+import math
 import sys
 import tomllib
 from collections.abc import Callable, Mapping
@@ -36,10 +38,20 @@ __all__ = [
 
 KINDS = ("coded", "llm")
 POLICIES = ("instant", "batched")
+#: Agents a scenario may run at most, all counts together: each has its own
+#: replica of the social state and applies every batch, so a run costs about
+#: agents x actions x the enactment's size (200 posting in one round take some
+#: 20 s); a population beyond this is refused, not attempted.
+MAX_AGENTS = 200
+#: The largest scenario file read, and the most problems listed.
+MAX_BYTES = 1024 * 1024
+MAX_PROBLEMS = 50
+#: Seconds one policy call may take by default ([stop] policy_timeout).
+POLICY_TIMEOUT = 10.0
 _SECTIONS = {
     "scenario": ("name", "protocol", "description"),
     "rounds": ("key", "end", "limit"),
-    "stop": ("max_actions", "timeout"),
+    "stop": ("max_actions", "timeout", "policy_timeout"),
     "server": ("policy", "http"),
     "report": ("rows", "columns", "chart", "output"),
     "agents": (),
@@ -53,6 +65,9 @@ class ScenarioError(Exception):
     """A scenario that cannot run; ``problems`` lists each, located."""
 
     def __init__(self, problems: list[str]) -> None:
+        if len(problems) > MAX_PROBLEMS:
+            more = len(problems) - MAX_PROBLEMS
+            problems = [*problems[:MAX_PROBLEMS], f"... and {more} more problems"]
         self.problems = problems
         super().__init__("\n".join(problems))
 
@@ -132,6 +147,7 @@ class Scenario:
     rounds: RoundSpec | None = None
     max_actions: int | None = None
     timeout: float = 300.0
+    policy_timeout: float = POLICY_TIMEOUT
     policy: str = "instant"
     http: bool = False
     report: ReportSpec = field(default_factory=ReportSpec)
@@ -165,6 +181,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and check a scenario file; raise ScenarioError listing every problem."""
     path = Path(path)
     try:
+        if path.is_file() and path.stat().st_size > MAX_BYTES:
+            raise ScenarioError([f"{path}: {path.stat().st_size} bytes; a scenario is at most "
+                                 f"{MAX_BYTES} bytes"])
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
@@ -177,8 +196,14 @@ def parse_scenario(
     text: str, *, source: str = "<scenario>", base: Path = Path("."), path: Path | None = None
 ) -> Scenario:
     """Check a scenario given as TOML text; protocol paths are relative to ``base``."""
+    if len(text) > MAX_BYTES:
+        raise ScenarioError([f"{source}: {len(text)} characters; a scenario is at most "
+                             f"{MAX_BYTES}"])
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ScenarioError([f"{source}: not a scenario: arrays or tables nested too "
+                             "deeply"]) from None
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         where = ""
@@ -247,7 +272,8 @@ class _Checker:
         if value is None:
             return None
         wrong = isinstance(value, bool) or not isinstance(value, int | float)
-        if wrong or (integer and not isinstance(value, int)) or value <= 0:
+        if (wrong or (integer and not isinstance(value, int)) or not math.isfinite(value)
+                or value <= 0):
             kind = "integer" if integer else "number"
             self.problem(where, f"must be a positive {kind}, not {value!r}")
             return None
@@ -276,6 +302,7 @@ class _Checker:
         stop = self.table(data, ("stop",), _SECTIONS["stop"])
         max_actions = self.positive(stop, ("stop", "max_actions"))
         timeout = self.positive(stop, ("stop", "timeout"), integer=False)
+        policy_timeout = self.positive(stop, ("stop", "policy_timeout"), integer=False)
         server = self.table(data, ("server",), _SECTIONS["server"])
         policy = server.get("policy", "instant")
         if policy not in POLICIES:
@@ -297,6 +324,7 @@ class _Checker:
             rounds=rounds,
             max_actions=max_actions,
             timeout=float(timeout or 300.0),
+            policy_timeout=float(policy_timeout or POLICY_TIMEOUT),
             policy=str(policy),
             http=bool(http),
             report=report,
@@ -403,6 +431,10 @@ class _Checker:
         names: dict[str, tuple[str, ...]] = {}
         for name in table:
             where = ("agents", name)
+            if len(name) > 64 or not name.strip() or not name.isprintable():
+                self.problem(where, f"{name[:80]!r} cannot name an agent: up to 64 printable "
+                                    "characters, not only spaces")
+                continue
             spec = self.agent(table, where, protocol)
             if spec is None:
                 continue
@@ -412,6 +444,11 @@ class _Checker:
                                         f"{'.'.join(names[agent])}")
                 names[agent] = where
             found.append(spec)
+        population = sum(s.count for s in found)
+        if population > MAX_AGENTS:
+            self.problem(("agents",), f"{population} agents in all; a scenario runs at most "
+                                      f"{MAX_AGENTS} (each has its own replica and hears "
+                                      "every action)")
         if protocol is not None and found and not self.role_problems:
             played = {s.role for s in found}
             for role in protocol.roles:
@@ -422,9 +459,10 @@ class _Checker:
 
     def agent(self, agents: Mapping[str, Any], where: tuple[str, ...],
               protocol: LangshawProtocol | None) -> AgentSpec | None:
-        table = self.table(agents, where, _AGENT)
-        if not table:
+        if not isinstance(agents.get(where[-1]), Mapping):
+            self.table(agents, where, _AGENT)  # says it must be a table
             return None
+        table = self.table(agents, where, _AGENT)
         role = self.string(table, (*where, "role"), required=True)
         if protocol is not None:
             role = self.name_in(role, (*where, "role"), list(protocol.roles),
@@ -436,6 +474,10 @@ class _Checker:
             return None
         count = table.get("count", 1)
         if self.positive(table, (*where, "count")) is None:
+            count = 1
+        elif count > MAX_AGENTS:
+            self.problem((*where, "count"), f"{count} agents; a scenario runs at most "
+                                            f"{MAX_AGENTS}")
             count = 1
         params = table.get("params", {})
         if not isinstance(params, Mapping):
@@ -480,21 +522,36 @@ def _import_policy(reference: str, base: Path) -> Callable[..., Any] | str:
         beside = (base / top).is_dir() or (base / f"{top}.py").is_file()
         if exc.name != top or not beside:
             return f"cannot import {module_name!r}: {exc}"
-        sys.path.insert(0, str(base.resolve()))
+        folder = str(base.resolve())
+        sys.path.insert(0, folder)
         try:
             module = importlib.import_module(module_name)
-        except ImportError as again:
-            return f"cannot import {module_name!r}: {again}"
+        except Exception as again:  # whatever the module's own code raised
+            return _import_failed(module_name, again)
         finally:
-            sys.path.remove(str(base.resolve()))
-    except ImportError as exc:
-        return f"cannot import {module_name!r}: {exc}"
+            if folder in sys.path:
+                sys.path.remove(folder)
+    except Exception as exc:  # a module whose own code fails (SyntaxError, ...)
+        return _import_failed(module_name, exc)
     found: Any = module
     for part in attribute.split("."):
         found = getattr(found, part, None)
         if found is None:
             return f"module {module_name!r} has no {attribute!r}"
-    if not callable(found):
-        return f"{reference!r} is not callable"
+    if inspect.isclass(found) or not callable(found):
+        what = "a class" if inspect.isclass(found) else f"a {type(found).__name__}"
+        return f"{reference!r} is {what}, not a function policy(move) -> bindings | None"
+    if inspect.iscoroutinefunction(found):
+        return (f"{reference!r} is a coroutine function (async def); a policy is a plain "
+                "function policy(move) -> bindings | None")
     policy: Callable[..., Any] = found
     return policy
+
+
+def _import_failed(module: str, exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        where = f" ({exc.filename}:{exc.lineno})" if exc.filename else f" (line {exc.lineno})"
+        return f"cannot import {module!r}: SyntaxError: {exc.msg}{where}"
+    if isinstance(exc, ModuleNotFoundError | ImportError):
+        return f"cannot import {module!r}: {exc}"
+    return f"cannot import {module!r}: its code raised {type(exc).__name__}: {exc}"

@@ -63,7 +63,7 @@ def test_unknown_keys_missing_roles_and_bad_report_columns() -> None:
     found = problems(text)
     assert found == [
         f"s.toml:{line(text, 'timout')}: stop.timout: unknown setting (did you mean "
-        "'timeout'? known: max_actions, timeout)",
+        "'timeout'? known: max_actions, timeout, policy_timeout)",
         "s.toml:" + str(line(text, "[agents.chair]")) + ": agents: no agent plays Third "
         "(add an [agents.NAME] table with role = 'Third')",
     ]
