@@ -160,15 +160,21 @@ class SyncServer:
     def system(self, mas: str) -> MASConfig:
         system = self.config.mas.get(mas)
         if system is None:
-            raise ServiceError(404, "unknown-mas", f"no multiagent system named {mas!r} here")
+            shown = mas if len(mas) <= 80 else mas[:77] + "..."
+            raise ServiceError(404, "unknown-mas", f"no multiagent system named {shown!r} here")
         return system
 
     def authenticate(self, mas: str, token: str | None) -> AgentConfig:
-        system = self.system(mas)
         if not token:
             raise ServiceError(
                 401, "unauthorized", "missing bearer token: send 'Authorization: Bearer <token>'"
             )
+        if mas not in self.config.mas and not any(
+            token in other.tokens for other in self.config.mas.values()
+        ):
+            # Only an agent of some MAS here learns which MAS names exist.
+            raise ServiceError(401, "unauthorized", "this token is not valid here")
+        system = self.system(mas)
         name = system.tokens.get(token)
         # The lookup finds the candidate; a constant-time comparison confirms it.
         if name is not None and hmac.compare_digest(system.agents[name].token, token):

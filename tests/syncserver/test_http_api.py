@@ -228,6 +228,13 @@ async def test_unknown_things_and_bad_bodies(api) -> None:
     _, platform, _ = api
     unknown_mas = await platform.get("/mas/nowhere")
     assert unknown_mas.status_code == 404 and error(unknown_mas)["code"] == "unknown-mas"
+    # Without a token of some MAS here, which MAS names exist stays unknown.
+    async with api[0].client(None) as anonymous:
+        for headers in ({}, {"Authorization": "Bearer nope"}):
+            probe = await anonymous.get("/mas/nowhere", headers=headers)
+            assert probe.status_code == 401, probe.text
+    long = await platform.get("/mas/" + "x" * 5000)
+    assert long.status_code == 404 and len(error(long)["message"]) < 200
     unknown_protocol = await platform.post("/mas/default/protocols/Nope/attempts", json={})
     assert unknown_protocol.status_code == 404
     assert error(unknown_protocol)["message"] == (
