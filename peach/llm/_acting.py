@@ -17,7 +17,7 @@ from langshaw import json_equal
 from peach.adapter import PeachAdapter
 from peach.errors import ActionRejected, BindError, ExecutorError
 from peach.feasible import FeasibleAction
-from peach.llm._messages import _InvalidCall, _Stop
+from peach.llm._messages import _InvalidCall, _Stop, hide
 from peach.llm._model import ToolCall
 from peach.llm.prompting import (
     Event,
@@ -192,7 +192,7 @@ class _Acting:
         )
         for attribute in {*changed, *self.hooks.provided(action)}:
             if attribute in bindings:  # whatever a hook set is a secret
-                self.redactor.add_value(bindings[attribute])
+                hide(self.redactor, bindings[attribute])
         if action in self.hooks.actions:
             note = f"hooks set {', '.join(changed) or 'nothing'} (values not shown)"
             log.info("%s: decision %d (hook): before %s: %s", self.name, self._decision, action,

@@ -13,7 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from peach.llm._model import Message, Model, ModelError, ModelTurn, ToolCall, ToolSpec, failure
+from peach.llm._model import (
+    Message,
+    Model,
+    ModelTurn,
+    ToolCall,
+    ToolSpec,
+    failure,
+    read_calls,
+    string,
+    tokens,
+)
 
 
 class AnthropicModel(Model):
@@ -31,20 +41,56 @@ class AnthropicModel(Model):
         import anthropic
 
         try:
-            response = await self.client.messages.create(
-                model=self.model,
-                max_tokens=max_tokens,
-                system=system,
-                messages=[wire_message(m) for m in messages],
-                tools=list(tools),
-                tool_choice={"type": "any"},
-                timeout=request_timeout,
-            )
+            async with self.bounded(request_timeout):
+                response = await self.client.messages.create(
+                    model=self.model,
+                    max_tokens=max_tokens,
+                    system=system,
+                    messages=[wire_message(m) for m in messages],
+                    tools=list(tools),
+                    tool_choice={"type": "any"},
+                    timeout=request_timeout,
+                )
         except anthropic.AnthropicError as exc:
             raise failure(
-                exc, (anthropic.APITimeoutError,), (anthropic.APIStatusError,)
-            ) from exc
-        return turn(response)
+                exc, (anthropic.APITimeoutError,), (anthropic.APIStatusError,), self
+            ) from None  # the SDK's error may quote the key
+        except ValueError as exc:  # a body that is not JSON, though it says it is
+            raise self.not_json(exc) from None
+        return self.turn(response)
+
+    def turn(self, response: Any) -> ModelTurn:
+        """A Messages API response as a :class:`ModelTurn`. Blocks other than text
+        and tool use (thinking, server tools) are not the agent's business; ids
+        left out or repeated, and missing usage, are read all the same."""
+        content = getattr(response, "content", None)
+        if not isinstance(content, list):
+            raise self.unreadable(response, "a Messages API message")
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in content:
+            kind = getattr(block, "type", None)
+            if kind == "text" and isinstance(getattr(block, "text", None), str):
+                if block.text:
+                    texts.append(block.text)
+            elif kind == "tool_use":
+                call_id = string(getattr(block, "id", None))
+                name = string(getattr(block, "name", None))
+                arguments = getattr(block, "input", None)
+                if isinstance(arguments, dict):
+                    calls.append(ToolCall(call_id, name, dict(arguments)))
+                else:
+                    calls.append(ToolCall(call_id, name, {},
+                                          error="its input is not a JSON object"))
+        usage = getattr(response, "usage", None)
+        stop = getattr(response, "stop_reason", None)
+        return ModelTurn(
+            text="\n".join(texts),
+            tool_calls=read_calls(calls, self.where()),
+            input_tokens=tokens(getattr(usage, "input_tokens", 0)),
+            output_tokens=tokens(getattr(usage, "output_tokens", 0)),
+            stop_reason=stop if isinstance(stop, str) else None,
+        )
 
 
 def wire_message(message: Message) -> dict[str, Any]:
@@ -72,32 +118,3 @@ def wire_message(message: Message) -> dict[str, Any]:
     if message.text:
         blocks.append({"type": "text", "text": message.text})
     return {"role": "user", "content": blocks}
-
-
-def turn(response: Any) -> ModelTurn:
-    """A Messages API response as a :class:`ModelTurn`. Blocks other than text
-    and tool use (thinking, server tools) are not the agent's business."""
-    content = getattr(response, "content", None)
-    if not isinstance(content, list):
-        raise ModelError(f"the answer is not a Messages API message: {str(response)[:200]}")
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in content:
-        kind = getattr(block, "type", None)
-        if kind == "text" and getattr(block, "text", ""):
-            texts.append(block.text)
-        elif kind == "tool_use":
-            arguments = getattr(block, "input", None)
-            if isinstance(arguments, dict):
-                calls.append(ToolCall(block.id, block.name, dict(arguments)))
-            else:
-                calls.append(ToolCall(block.id, block.name, {},
-                                      error="its input is not a JSON object"))
-    usage = getattr(response, "usage", None)
-    return ModelTurn(
-        text="\n".join(texts),
-        tool_calls=tuple(calls),
-        input_tokens=getattr(usage, "input_tokens", 0) or 0,
-        output_tokens=getattr(usage, "output_tokens", 0) or 0,
-        stop_reason=getattr(response, "stop_reason", None),
-    )

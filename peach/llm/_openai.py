@@ -12,12 +12,22 @@ agent returns to the model like any invalid call.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from peach.llm._model import Message, Model, ModelError, ModelTurn, ToolCall, ToolSpec, failure
+from peach.llm._model import (
+    Message,
+    Model,
+    ModelTurn,
+    ToolCall,
+    ToolSpec,
+    failure,
+    read_calls,
+    string,
+    text_of,
+    tokens,
+)
 
 
 class OpenAIModel(Model):
@@ -25,7 +35,6 @@ class OpenAIModel(Model):
 
     def __init__(self, client: Any, model: str) -> None:
         super().__init__(client, model)
-        self._ids = itertools.count(1)
         # OpenAI's own API wants max_completion_tokens (its reasoning models refuse
         # max_tokens); the compatible servers all take max_tokens, not all the other.
         host = str(getattr(getattr(client, "base_url", None), "host", "") or "")
@@ -46,47 +55,57 @@ class OpenAIModel(Model):
         for message in messages:
             wire.extend(wire_messages(message))
         try:
-            response = await self.client.chat.completions.create(
-                model=self.model,
-                messages=wire,
-                tools=[wire_tool(t) for t in tools],
-                tool_choice="required",
-                timeout=request_timeout,
-                **{self._limit: max_tokens},
-            )
+            async with self.bounded(request_timeout):
+                response = await self.client.chat.completions.create(
+                    model=self.model,
+                    messages=wire,
+                    tools=[wire_tool(t) for t in tools],
+                    tool_choice="required",
+                    timeout=request_timeout,
+                    **{self._limit: max_tokens},
+                )
         except openai.OpenAIError as exc:
-            raise failure(exc, (openai.APITimeoutError,), (openai.APIStatusError,)) from exc
+            raise failure(
+                exc, (openai.APITimeoutError,), (openai.APIStatusError,), self
+            ) from None  # the SDK's error may quote the key
+        except ValueError as exc:  # a body that is not JSON, though it says it is
+            raise self.not_json(exc) from None
         return self.turn(response)
 
     def turn(self, response: Any) -> ModelTurn:
-        """A chat completion as a :class:`ModelTurn` (its first choice)."""
+        """A chat completion as a :class:`ModelTurn` (its first choice). Servers
+        that leave out ids, repeat them, or send no usage are read all the same."""
         choices = getattr(response, "choices", None)
-        if not choices:
-            raise ModelError(f"the answer has no choices: {str(response)[:200]}")
+        if not isinstance(choices, list) or not choices:
+            if isinstance(response, str) or choices is None:
+                raise self.unreadable(response, "a chat completion")
+            raise self.unreadable(response, "a chat completion with choices")
         choice = choices[0]
         message = getattr(choice, "message", None)
-        text = getattr(message, "content", None)
-        calls = tuple(self._call(c) for c in getattr(message, "tool_calls", None) or ())
+        raw = getattr(message, "tool_calls", None)
+        calls = read_calls(
+            [_call(c) for c in raw] if isinstance(raw, list) else [], self.where()
+        )
         usage = getattr(response, "usage", None)
+        stop = getattr(choice, "finish_reason", None)
         return ModelTurn(
-            text=text if isinstance(text, str) else "",
+            text=text_of(getattr(message, "content", None)),
             tool_calls=calls,
-            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            stop_reason=getattr(choice, "finish_reason", None),
+            input_tokens=tokens(getattr(usage, "prompt_tokens", 0)),
+            output_tokens=tokens(getattr(usage, "completion_tokens", 0)),
+            stop_reason=stop if isinstance(stop, str) else None,
         )
 
-    def _call(self, call: Any) -> ToolCall:
-        # Some servers leave the id out; the results must still name their call.
-        call_id = getattr(call, "id", None) or f"call_{next(self._ids)}"
-        function = getattr(call, "function", None)
-        if function is None:
-            kind = getattr(call, "type", "unknown")
-            return ToolCall(
-                call_id, "?", {}, error=f"a tool call of type {kind!r} is not supported"
-            )
-        name = getattr(function, "name", None) or "?"
-        return ToolCall(call_id, name, *arguments(getattr(function, "arguments", None)))
+
+def _call(call: Any) -> ToolCall:
+    """One tool call as sent; its id and name are made sound by ``read_calls``."""
+    call_id = string(getattr(call, "id", None))
+    function = getattr(call, "function", None)
+    if function is None:
+        kind = getattr(call, "type", "unknown")
+        return ToolCall(call_id, "?", {}, error=f"a tool call of type {kind!r} is not supported")
+    name = string(getattr(function, "name", None))
+    return ToolCall(call_id, name, *arguments(getattr(function, "arguments", None)))
 
 
 def arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
@@ -98,12 +117,18 @@ def arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(raw, str):
         return {}, f"its arguments are not a JSON object: {str(raw)[:100]}"
     try:
-        parsed = json.loads(raw)
+        parsed = json.loads(raw, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         return {}, f"its arguments are not valid JSON ({exc.msg} at character {exc.pos})"
+    except ValueError as exc:
+        return {}, f"its arguments are not valid JSON ({exc})"
     if not isinstance(parsed, dict):
         return {}, f"its arguments are not a JSON object but {type(parsed).__name__} {raw[:100]}"
     return parsed, None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:

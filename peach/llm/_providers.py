@@ -23,8 +23,8 @@ PLACEHOLDER_KEY = "not-needed"
 
 
 def provider_of(client: Any, provider: str | None) -> str:
-    """The provider named, or the one the client belongs to (Anthropic by default:
-    any client with ``messages.create`` is taken for an Anthropic one)."""
+    """The provider named, or the one the client belongs to: its SDK, or what it
+    has (``chat.completions.create`` alone: OpenAI); Anthropic by default."""
     if provider is not None and provider not in PROVIDERS:
         raise ValueError(f"provider {provider!r}: use one of {', '.join(PROVIDERS)}")
     found: str | None = None
@@ -33,9 +33,21 @@ def provider_of(client: Any, provider: str | None) -> str:
     elif client is not None:
         package = type(client).__module__.partition(".")[0]
         found = package if package in PROVIDERS else None
+        if found is None and not _has(client, "messages", "create") and _has(
+            client, "chat", "completions", "create"
+        ):
+            found = "openai"  # another SDK's client (a gateway's): known by what it has
     if provider is not None and found is not None and found != provider:
         raise ValueError(f"the client is an {found} client, but provider={provider!r}")
     return provider or found or "anthropic"
+
+
+def _has(client: Any, *path: str) -> bool:
+    for name in path:
+        client = getattr(client, name, None)
+        if client is None:
+            return False
+    return callable(client)
 
 
 def default_model(provider: str, model: str | None) -> str:

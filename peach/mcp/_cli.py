@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import inspect
 import sys
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
@@ -123,6 +124,7 @@ async def run_mcp(
     from peach import ExecutorError, PeachAdapter, SyncExecutor
     from peach.llm._cli import UsageError, _agents, _roles, embedded_server
     from peach.mcp.server import RoleServer
+    from strabo.core.config import ConfigError
     from strabo.core.serving import serve
 
     pairs = _roles(args)
@@ -147,14 +149,36 @@ async def run_mcp(
         )
     if not args.path.startswith("/"):
         raise UsageError(f"--path {args.path!r} must start with '/'")
+    if args.auth_token is not None and not args.auth_token.strip():
+        raise UsageError("--auth-token is empty: it would let anyone in")
+    for option, port in (("--port", args.port), ("--syncserver-port", args.syncserver_port)):
+        if not 0 <= port <= 65535:
+            raise UsageError(f"{option} {port}: a port is 1 to 65535 (0: a free one)")
+    if args.syncserver:
+        parts = urllib.parse.urlsplit(args.syncserver)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(
+                f"--syncserver {args.syncserver!r} is not an http(s) URL "
+                "(e.g. http://127.0.0.1:8300)"
+            )
+    attributes = {a for action in protocol.actions.values() for a in action.attributes}
+    unknown = sorted(set(args.secret) - attributes)
+    if unknown:  # a misspelt secret would leave the real one shown
+        raise UsageError(
+            f"--secret {', '.join(unknown)}: {protocol.name} has no such attribute "
+            f"(attributes: {', '.join(sorted(attributes))})"
+        )
     out = sys.stderr if stdio else sys.stdout
 
     async with contextlib.AsyncExitStack() as stack:
         if args.embedded:
-            url, executor = await embedded_server(
-                stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
-                args.syncserver_port, "strabo mcp", out,
-            )
+            try:
+                url, executor = await embedded_server(
+                    stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
+                    args.syncserver_port, "strabo mcp", out,
+                )
+            except ConfigError as exc:  # a --peer with a role the protocol lacks, say
+                raise UsageError(str(exc).removeprefix("<embedded>: ")) from None
         else:
             url = args.syncserver
             executor = SyncExecutor(url, token=args.token, mas=args.mas)
@@ -195,6 +219,9 @@ async def run_mcp(
             await _ready(on_ready, ready)
             await stop.wait()
         finally:
+            # Clients waiting for events, or keeping a stream open, are let go at
+            # once: the HTTP server then stops without waiting for them.
+            await role.close_sessions()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.remove_signal_handler(sig)

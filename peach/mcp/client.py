@@ -21,6 +21,7 @@ this module and the MCP SDK log. The after hooks see the real result.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -30,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import json_equal
-from peach.llm.prompting import Redactor
+from peach.llm._messages import hide
+from peach.llm._model import safe_url
+from peach.llm.prompting import Redactor, compact
 from peach.llm.tools import Hooks, Tool
 
 log = logging.getLogger("strabo.mcp")
@@ -43,6 +46,8 @@ _SDK_LOGGERS = (
     "mcp.client.stdio",
     "mcp.shared.jsonrpc_dispatcher",
 )
+
+MAX_PAGES = 100  # of a tool listing
 
 
 class MCPToolError(Exception):
@@ -71,7 +76,9 @@ class MCPTools:
     ``cwd`` is where it runs). ``hooks`` run around every call. Tools are named
     ``<name>_<tool>`` (just ``<tool>`` with ``prefix=False``); ``only`` keeps
     some of them (by the server's names). ``timeout`` bounds each call, in
-    seconds. Use it as ``async with MCPTools(...) as weather:``.
+    seconds, and ``connect_timeout`` starting or reaching the server and listing
+    its tools (default: ``timeout``, at least 30). Use it as ``async with
+    MCPTools(...) as weather:``.
     """
 
     def __init__(
@@ -86,6 +93,7 @@ class MCPTools:
         prefix: bool = True,
         only: Iterable[str] | None = None,
         timeout: float = 60.0,
+        connect_timeout: float | None = None,
     ) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,40}", name):
             raise ValueError(f"MCP server name {name!r}: letters, digits, '_' and '-', 40 at most")
@@ -106,12 +114,17 @@ class MCPTools:
         self.prefix = prefix
         self.only = set(only) if only is not None else None
         self.timeout = timeout
+        # Starting a server (a Python or npx one, say) may take longer than a call.
+        self.connect_timeout = connect_timeout if connect_timeout is not None else max(
+            timeout, 30.0
+        )
         provided = {a for tool in self.hooks.actions for a in self.hooks.provided(tool)}
         self.redactor = Redactor(provided)
         self._client: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._listed: dict[str, Any] = {}  # agent-side name -> the SDK's Tool
         self._filter = _Scrub(self.redactor)
+        self._filtered: list[logging.Logger] = []
 
     # Connection -------------------------------------------------------------------------
 
@@ -122,57 +135,87 @@ class MCPTools:
 
         if self._client is not None:
             return
-        for name in _SDK_LOGGERS:
-            logging.getLogger(name).addFilter(self._filter)
+        self._filtered = [
+            logging.getLogger(name)
+            for name in {*_SDK_LOGGERS, *logging.root.manager.loggerDict}
+            if name.startswith(("mcp.client", "mcp.shared"))
+        ]
+        for logger in self._filtered:
+            logger.addFilter(self._filter)
         stack = contextlib.AsyncExitStack()
+        doing = "cannot reach"
         try:
-            target: Any
-            if isinstance(self.server, str):
-                import httpx2
+            # One bound for it all: a server that never answers (or a command that
+            # is no MCP server) must not hold the agent; the SDK's read timeout
+            # alone bounds each request, and it makes several at start.
+            async with asyncio.timeout(self.connect_timeout):
+                target: Any
+                if isinstance(self.server, str):
+                    import httpx2
 
-                http = await stack.enter_async_context(httpx2.AsyncClient(
-                    headers=self.headers, timeout=httpx2.Timeout(30.0, read=self.timeout)
-                ))
-                target = streamable_http_client(self.server, http_client=http)
-            else:
-                target = StdioServerParameters(
-                    command=self.server[0], args=self.server[1:], env=self.env or None,
-                    cwd=self.cwd,
-                )
-            client = Client(target, read_timeout_seconds=self.timeout)
-            await stack.enter_async_context(client)
-            listed = await client.list_tools()
+                    http = await stack.enter_async_context(httpx2.AsyncClient(
+                        headers=self.headers, timeout=httpx2.Timeout(30.0, read=self.timeout)
+                    ))
+                    target = streamable_http_client(self.server, http_client=http)
+                else:
+                    target = StdioServerParameters(
+                        command=self.server[0], args=self.server[1:], env=self.env or None,
+                        cwd=self.cwd,
+                    )
+                client = Client(target, read_timeout_seconds=self.timeout)
+                await stack.enter_async_context(client)
+                doing = "cannot list the tools of"
+                listed = await _all_tools(client)
+            tools = self._choose(listed)
         except BaseException as exc:
             await stack.aclose()
             self._unfilter()
+            if isinstance(exc, MCPToolError):
+                raise
+            if isinstance(exc, TimeoutError):
+                raise MCPToolError(
+                    f"{doing} the MCP server {self.name} ({self._where()}): no answer "
+                    f"within {self.connect_timeout:g} s (connect_timeout)"
+                ) from None
             if isinstance(exc, Exception):
                 raise MCPToolError(
-                    f"cannot reach the MCP server {self.name} ({self._where()}): "
+                    f"{doing} the MCP server {self.name} ({self._where()}): "
                     f"{self.redactor.text(_describe(exc))}"
                 ) from None
             raise
         self._client, self._stack = client, stack
+        self._listed = tools
+        log.info("%s: %d MCP tools from %s", self.name, len(tools), self._where())
+
+    def _choose(self, listed: list[Any]) -> dict[str, Any]:
+        """The tools to offer, by their names here: those ``only`` keeps, whose
+        schema a model API takes (others are left out, with a warning)."""
         tools: dict[str, Any] = {}
-        for tool in listed.tools:
+        for tool in listed:
             if self.only is not None and tool.name not in self.only:
                 continue
             local = self._local_name(tool.name)
+            problem = _unusable(tool, local)
+            if problem and self.only is None:
+                log.warning("%s: tool %s left out: %s", self.name, compact(tool.name, 80), problem)
+                continue
+            if problem:
+                raise MCPToolError(f"MCP server {self.name}: tool {tool.name!r} {problem}")
             if local in tools:
                 raise MCPToolError(
                     f"MCP server {self.name}: tools {tools[local].name!r} and {tool.name!r} "
-                    f"both become {local!r}"
+                    f"both become {local!r} (keep one with only=[...])"
                 )
             tools[local] = tool
         if self.only is not None:
             missing = self.only - {t.name for t in tools.values()}
             if missing:
-                await self.close()
+                names = ", ".join(t.name[:80] for t in listed[:50]) or "none"
                 raise MCPToolError(
                     f"MCP server {self.name} has no tool {', '.join(sorted(missing))} "
-                    f"(it has {', '.join(t.name for t in listed.tools) or 'none'})"
+                    f"(it has {names})"
                 )
-        self._listed = tools
-        log.info("%s: %d MCP tools from %s", self.name, len(tools), self._where())
+        return tools
 
     async def close(self) -> None:
         stack, self._stack, self._client = self._stack, None, None
@@ -190,11 +233,16 @@ class MCPTools:
         await self.close()
 
     def _unfilter(self) -> None:
-        for name in _SDK_LOGGERS:
-            logging.getLogger(name).removeFilter(self._filter)
+        for logger in self._filtered:
+            logger.removeFilter(self._filter)
+        self._filtered = []
 
     def _where(self) -> str:
-        return self.server if isinstance(self.server, str) else " ".join(self.server[:2])
+        """The server, for messages and logs: a URL without its user, password or
+        query (which may hold a key), a command by its first two words."""
+        if isinstance(self.server, str):
+            return safe_url(self.server)
+        return " ".join(self.server[:2])
 
     def _local_name(self, remote: str) -> str:
         name = f"{self.name}_{remote}" if self.prefix else remote
@@ -213,13 +261,17 @@ class MCPTools:
         tool = self._tool(name)[1]
         provided = self.hooks.provided(self._resolve(name))
         schema = dict(tool.input_schema)
-        properties = {
-            k: v for k, v in (schema.get("properties") or {}).items() if k not in provided
+        given = schema.get("properties")
+        schema["properties"] = {
+            k: v for k, v in (given if isinstance(given, dict) else {}).items()
+            if k not in provided
         }
-        schema["properties"] = properties
-        if "required" in schema:
-            schema["required"] = [r for r in schema["required"] if r not in provided]
-        schema.setdefault("type", "object")
+        required = schema.pop("required", None)
+        if isinstance(required, list):
+            schema["required"] = [
+                r for r in required if isinstance(r, str) and r not in provided
+            ]
+        schema["type"] = "object"
         return schema
 
     def tools(self) -> list[Tool]:
@@ -277,7 +329,7 @@ class MCPTools:
         )
         for attribute in {*changed, *provided}:
             if attribute in bindings:  # whatever a hook set is a secret
-                self.redactor.add_value(bindings[attribute])
+                hide(self.redactor, bindings[attribute])
         if local in self.hooks.actions:
             log.info("%s: hooks set %s for %s (values not shown)", self.name,
                      ", ".join(changed) or "nothing", local)
@@ -310,7 +362,7 @@ class MCPTools:
         if supplied:
             raise MCPToolError(f"{local}: {', '.join(supplied)} is supplied for you; leave it out")
         result = await self.call(local, arguments)
-        return self.redactor.scrub(result.value)
+        return _scrubbed(self.redactor, result.value)
 
 
 def _for_model(tools: MCPTools, local: str) -> Any:
@@ -319,6 +371,39 @@ def _for_model(tools: MCPTools, local: str) -> Any:
 
     call.__qualname__ = f"mcp:{local}"
     return call
+
+
+async def _all_tools(client: Any) -> list[Any]:
+    """Every tool the server lists, page after page (at most ``MAX_PAGES``)."""
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    raise MCPToolError(f"the server lists its tools in more than {MAX_PAGES} pages")
+
+
+def _unusable(tool: Any, local: str) -> str:
+    """Why a model API would refuse the tool, or ""."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", local):
+        return f"has no name a model API takes ({local!r})"
+    schema = tool.input_schema
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return "takes no JSON object as its input (its input schema is not of type object)"
+    return ""
+
+
+def _scrubbed(redactor: Redactor, value: Any) -> Any:
+    """``value`` with secrets replaced, in the names of an object's members too
+    (a server may key its answer by what it was given)."""
+    if isinstance(value, dict):
+        return {redactor.text(str(k)): _scrubbed(redactor, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(redactor, v) for v in value]
+    return redactor.scrub(value)
 
 
 def _result(tool: str, raw: Any) -> MCPResult:
@@ -332,10 +417,12 @@ def _result(tool: str, raw: Any) -> MCPResult:
 
 
 def _describe(exc: BaseException) -> str:
-    """An exception as one line; an exception group by its first leaf."""
+    """An exception as one line (its first; 300 characters at most); an exception
+    group by its first leaf."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = next(iter(str(exc).strip().splitlines()), "")[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Scrub(logging.Filter):
@@ -347,7 +434,10 @@ class _Scrub(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.redactor.strings:
-            message = record.getMessage()
+            try:
+                message = record.getMessage()
+            except Exception:  # a record that cannot be formatted: the handler says so
+                return True
             scrubbed = self.redactor.text(message)
             if scrubbed != message:
                 record.msg, record.args = scrubbed, None

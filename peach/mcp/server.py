@@ -26,8 +26,10 @@ shown as ``[secret]`` in every answer.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -38,6 +40,7 @@ from mcp.shared.exceptions import MCPError
 from langshaw import json_equal
 from peach.adapter import PeachAdapter
 from peach.errors import ActionRejected, BindError, ExecutorError
+from peach.llm._messages import hide
 from peach.llm.prompting import Redactor, compact
 from peach.llm.tools import Hooks
 from peach.mcp._events import EventLog
@@ -67,7 +70,9 @@ class RoleServer:
     """Serve ``adapter``'s role over MCP (stdio or streamable HTTP).
 
     ``hooks`` run around attempts (by action name); ``secrets`` names attributes
-    whose values are never shown; ``max_wait`` bounds one ``wait_event`` call.
+    whose values are never shown; ``max_wait`` bounds one ``wait_event`` call, and
+    ``max_waits`` how many run at once (past it, the oldest ends early: a client
+    that went away mid-wait is not told to the server).
     ``async with RoleServer(adapter) as role:`` starts the adapter (unless it
     runs already) and records events until the block exits.
     """
@@ -81,6 +86,7 @@ class RoleServer:
         name: str | None = None,
         max_wait: float = 300.0,
         max_events: int = 10_000,
+        max_waits: int = 64,
     ) -> None:
         self.adapter = adapter
         self.hooks = hooks or Hooks()
@@ -99,20 +105,34 @@ class RoleServer:
                 f"actions {sorted(clash)} are named like the role server's own tools"
             )
         self._actions = actions
+        secret = set(secrets)
+        attributes = {a for action in adapter.protocol.actions.values() for a in action.attributes}
+        if secret - attributes:  # a misspelt secret would leave the real one shown
+            raise ValueError(
+                f"secrets name attributes {adapter.protocol.name} does not have: "
+                f"{', '.join(sorted(secret - attributes))} (attributes: "
+                f"{', '.join(sorted(attributes))})"
+            )
         provided = {a for action in self.hooks.actions for a in self.hooks.provided(action)}
-        self.redactor = Redactor({*secrets, *provided})
-        self.events = EventLog(limit=max_events)
+        self.redactor = Redactor({*secret, *provided})
+        self.events = EventLog(limit=max_events, max_waits=max_waits)
         self._completed: set[tuple[Any, ...]] = set()
         self._started = False
+        self._listening = False
+        self._servers: list[Server[Any]] = []  # those serving HTTP, whose sessions stop() ends
 
     # Life cycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start the adapter (unless it runs) and listen to what it applies."""
+        if self._listening:
+            return
         if not self.adapter._running:
             await self.adapter.start()
             self._started = True
         self.adapter.listeners.append(self._on_batch)
+        self._listening = True
+        self.events.closed = False  # stopped before, started again
         seqs = [
             seq for root in self.adapter.enactments() for seq, _, _ in self.adapter.history(root)
         ]
@@ -124,6 +144,10 @@ class RoleServer:
                 self._completed.add(root)
 
     async def stop(self) -> None:
+        """End the waits in progress and the HTTP sessions, stop listening, and
+        stop the adapter if :meth:`start` started it."""
+        await self.close_sessions()
+        self._listening = False
         if self._on_batch in self.adapter.listeners:
             self.adapter.listeners.remove(self._on_batch)
         if self._started:
@@ -137,12 +161,36 @@ class RoleServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    async def close_sessions(self) -> None:
+        """End every ``wait_event`` in progress (its client is told the server is
+        stopping) and every streamable HTTP session, so that the HTTP server can
+        stop at once rather than wait for clients that keep a stream open."""
+        self.events.close()
+        try:  # the waits answer their clients before the sessions end
+            await asyncio.wait_for(self.events.idle.wait(), 1.0)
+        except TimeoutError:
+            log.warning("%s: %d waits still running at stop", self.name, self.events.waiting)
+        for server in self._servers:
+            manager = getattr(server, "_session_manager", None)
+            for transport in list(getattr(manager, "_server_instances", {}).values()):
+                try:
+                    await transport.terminate()
+                except Exception as exc:  # already gone: nothing to end
+                    log.debug("%s: ending an MCP session: %s", self.name, exc)
+
     def _learn(self, bindings: Mapping[str, Any]) -> None:
         for attribute, value in bindings.items():
             if attribute in self.redactor.attributes:
                 self.redactor.add_value(value)
 
     def _on_batch(self, batch: Any, newly: list[tuple[Any, ...]]) -> None:
+        try:
+            self._record(batch, newly)
+        except Exception:  # never the adapter's problem; the events of one batch are lost
+            log.exception("%s: cannot record the events of batch %s", self.name,
+                          getattr(batch, "seq", "?"))
+
+    def _record(self, batch: Any, newly: list[tuple[Any, ...]]) -> None:
         adapter = self.adapter
         events: list[dict[str, Any]] = []
         roots: dict[tuple[Any, ...], None] = {}
@@ -211,9 +259,12 @@ class RoleServer:
     def _enactments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         _only(arguments, {"complete", "limit"}, "enactments")
         limit = _positive(arguments.get("limit", 20), "limit")
+        complete = arguments.get("complete", False)
+        if not isinstance(complete, bool):
+            raise ToolError("complete must be true or false")
         roots = [
             r for r in self.adapter.enactments()
-            if arguments.get("complete") or not self.adapter.is_complete(r)
+            if complete or not self.adapter.is_complete(r)
         ][-limit:]
         initiating = self.adapter.initiating()
         return {
@@ -230,6 +281,7 @@ class RoleServer:
         missing = [k for k in keys if k not in arguments]
         if missing:
             raise ToolError(f"give the enactment's {', '.join(missing)}")
+        _keys(arguments, keys)
         root = tuple(arguments[k] for k in keys)
         if root not in set(self.adapter.enactments()):
             where = ", ".join(f"{k}={v!r}" for k, v in zip(keys, root, strict=True))
@@ -254,12 +306,23 @@ class RoleServer:
     async def _wait(self, arguments: dict[str, Any]) -> dict[str, Any]:
         _only(arguments, {"after", "timeout"}, "wait_event")
         after = arguments.get("after")
+        last = self.events.last
         if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
             raise ToolError("after must be an integer (a sequence number)")
+        if after is not None and not 0 <= after <= last:
+            raise ToolError(
+                f"after {after} is no sequence number of this server (the last is {last}): "
+                "give one from history or a previous answer, or leave it out to wait "
+                "for what comes next"
+            )
         timeout = arguments.get("timeout", 30)
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
+        # "not >= 0" refuses a NaN too (JSON parsers accept one; it would never end).
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout >= 0:
             raise ToolError("timeout must be a number of seconds, 0 or more")
-        return await self.events.wait(after, min(float(timeout), self.max_wait))
+        try:
+            return await self.events.wait(after, min(float(timeout), self.max_wait))
+        except EOFError:
+            raise ToolError("the role server is stopping: no more events") from None
 
     async def _perform(self, action: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Before hooks, ``build_action`` (which finds the enactment from the keys
@@ -269,6 +332,7 @@ class RoleServer:
         allowed = set(action_tool(adapter, adapter.protocol.actions[action], provided, False)
                       ["input_schema"]["properties"])
         unknown = sorted(set(arguments) - allowed)
+        _keys(arguments, adapter.protocol.actions[action].keys)
         if unknown:
             hooked = sorted(set(unknown) & provided)
             if hooked:
@@ -291,7 +355,7 @@ class RoleServer:
                 or attribute not in arguments
                 or not json_equal(arguments[attribute], bindings[attribute])
             ):
-                self.redactor.add_value(bindings[attribute])  # whatever a hook set is secret
+                hide(self.redactor, bindings[attribute])  # whatever a hook set is secret
         try:
             instance = adapter.build_action(action, bindings)
         except BindError as exc:
@@ -344,20 +408,23 @@ class RoleServer:
             return types.ListToolsResult(tools=[types.Tool(**t) for t in self.tools()])
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            try:
-                answer = await self.call(params.name, params.arguments)
-            except KeyError:
+            if params.name not in self._actions and params.name not in BUILTINS:
                 known = ", ".join(t["name"] for t in self.tools())
                 raise MCPError(
                     code=types.INVALID_PARAMS,
-                    message=f"no tool {params.name!r} (tools: {known})",
-                ) from None
+                    message=f"no tool {params.name[:80]!r} (tools: {known})",
+                )
+            try:
+                answer = await self.call(params.name, params.arguments)
             except ToolError as exc:
-                text = str(exc)
-                return types.CallToolResult(
-                    content=[types.TextContent(text=text)],
-                    structured_content={"error": text, **exc.details},
-                    is_error=True,
+                return _refusal(str(exc), exc.details)
+            except Exception as exc:  # a bug of ours: the client is told, state is intact
+                text = self.redactor.text(f"{type(exc).__name__}: {exc}")[:300]
+                log.error("%s: %s failed: %s", self.name, params.name, text)
+                log.debug("%s: %s failed", self.name, params.name, exc_info=True)
+                return _refusal(
+                    f"{params.name} failed inside the role server ({text}); nothing was "
+                    "attempted unless history shows it", {}
                 )
             return types.CallToolResult(
                 content=[types.TextContent(text=compact(answer, 100_000))],
@@ -386,31 +453,64 @@ class RoleServer:
         every request must carry ``Authorization: Bearer <token>``. ``host`` is
         where it will listen: on loopback, requests naming another host are
         refused (DNS rebinding)."""
-        app: ASGIApp = self.mcp_server().streamable_http_app(
-            streamable_http_path=path, host=host
-        )
-        return _bearer(app, token) if token else app
+        if token is not None and not token.strip():
+            raise ValueError("an empty token would let anyone in: give a token, or None")
+        server = self.mcp_server()
+        self._servers.append(server)
+        app: ASGIApp = server.streamable_http_app(streamable_http_path=path, host=host)
+        return _bearer(app, token) if token is not None else app
 
 
 def _bearer(app: ASGIApp, token: str) -> ASGIApp:
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
+
+    def allowed(scope: Any) -> bool:
+        given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        scheme, _, credentials = given.strip().partition(b" ")
+        # Compared in full whatever the scheme, so the time says nothing of the token.
+        same = hmac.compare_digest(credentials.strip(), expected)
+        return same and scheme.lower() == b"bearer"
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, expected):
-                await send({
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [(b"content-type", b"text/plain"),
-                                (b"www-authenticate", b"Bearer")],
-                })
-                await send({"type": "http.response.body",
-                            "body": b"a bearer token is needed (Authorization: Bearer ...)\n"})
-                return
+        if scope["type"] == "websocket" and not allowed(scope):
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] == "http" and not allowed(scope):
+            await send({
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [(b"content-type", b"text/plain"),
+                            (b"www-authenticate", b"Bearer")],
+            })
+            await send({"type": "http.response.body",
+                        "body": b"a bearer token is needed (Authorization: Bearer ...)\n"})
+            return
         await app(scope, receive, send)
 
     return guarded
+
+
+def _refusal(text: str, details: Mapping[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        structured_content={"error": text, **details},
+        is_error=True,
+    )
+
+
+def _keys(arguments: Mapping[str, Any], keys: Iterable[str]) -> None:
+    """Keys given are text or numbers: a list, an object, null or a boolean
+    cannot name an enactment (and a list or an object cannot even be looked up)."""
+    for key in keys:
+        value = arguments.get(key)
+        if key in arguments and (
+            isinstance(value, bool) or not isinstance(value, str | int | float)
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
+            raise ToolError(
+                f"{key} must be a key: text or an integer, not {compact(value, 60)}",
+                rule="type", attribute=key,
+            )
 
 
 def _only(arguments: Mapping[str, Any], allowed: set[str], tool: str) -> None:
