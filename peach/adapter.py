@@ -233,6 +233,14 @@ class PeachAdapter:
             )
         if action.actor != self.role:
             raise BindError(f"{name} is performed by {action.actor}, not {self.role}")
+        for key in action.keys:  # a key names a scope: a list or an object cannot
+            if isinstance(bindings.get(key), (list, dict, set)):
+                raise BindError(
+                    f"{name}: the key {key!r} must be a string or a number, not "
+                    f"{type(bindings[key]).__name__}",
+                    key,
+                    rule="type",
+                )
         feasible = self._find(action.name, bindings)
         values: dict[str, Any] = {}
         optional = self.protocol.optional

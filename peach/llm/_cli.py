@@ -195,6 +195,8 @@ async def run_agent(
                          "or --embedded")
     if args.syncserver and not args.token:
         raise UsageError("--syncserver needs --token (this agent's bearer token)")
+    if args.syncserver:
+        check_syncserver_url(args.syncserver)
     if args.embedded and args.token:
         raise UsageError("--token goes with --syncserver; an embedded server makes its own")
     if args.transcript and not Path(args.transcript).parent.is_dir():
@@ -293,11 +295,15 @@ async def embedded_server(
     LocalExecutor for the agent ``name``."""
     from peach import LocalExecutor
     from strabo import serve
+    from strabo.core.config import ConfigError
     from syncserver import SyncServer, create_app
 
-    server = SyncServer.embedded(
-        protocols, agents, mas=mas, tokens={a: f"{a}-secret" for a in agents if a != name}
-    )
+    try:
+        server = SyncServer.embedded(
+            protocols, agents, mas=mas, tokens={a: f"{a}-secret" for a in agents if a != name}
+        )
+    except ConfigError as exc:  # a --peer with a role the protocols lack, say
+        raise UsageError(str(exc).removeprefix("<embedded>: ")) from None
     try:
         url = await stack.enter_async_context(serve(create_app(server), port=port or None))
     except OSError as exc:
@@ -308,6 +314,16 @@ async def embedded_server(
         if peer != name:
             print(f"  peer {peer} ({', '.join(roles)}): token {peer}-secret", file=out, flush=True)
     return url, LocalExecutor(server, mas=mas)
+
+
+def check_syncserver_url(url: str) -> None:
+    """A --syncserver that cannot be a SyncServer's address is a usage error now,
+    not a connection error (or a traceback) later."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--syncserver {url!r} is not an http(s) URL (e.g. http://127.0.0.1:8300)")
 
 
 def _roles(args: argparse.Namespace) -> list[tuple[Any, str]]:

@@ -113,11 +113,29 @@ class LLMAgent(_Acting):
         self.base_url = base_url
         self.api_retries = api_retries
         self._model: Model | None = None
+        # Set once the model failed in a way no retry mends (a wrong key, model or
+        # URL): later decisions go to the fallback without asking it again.
+        self._model_down: str | None = None
         self.tools = {t.name: t for t in tools}
         reserved = {t["name"] for t in BUILTIN_TOOLS} | {DISMISS_TOOL["name"]}
         clash = reserved & set(self.tools)
         if clash:
             raise ValueError(f"local tool names {sorted(map(str, clash))} are reserved")
+        several = len({a.protocol.name for a in self.adapters}) > 1
+        bases = {
+            (f"{a.protocol.name}_{name}" if several else name)[:56]
+            for a in self.adapters
+            for name in a.protocol.actions
+        }
+        shadowed = sorted(
+            t for t in self.tools if t in bases or (t.rpartition("_")[0] in bases
+            and t.rpartition("_")[2].isdigit())
+        )
+        if shadowed:
+            raise ValueError(
+                f"local tool names {shadowed} are those of protocol actions offered as tools: "
+                "rename them (an MCPTools prefix does)"
+            )
         self.hooks = hooks or Hooks()
         known = {a for adapter in self.adapters for a in adapter.protocol.actions}
         known |= {t.name for t in self.tools.values() if t.runs_hooks}  # MCP tools
@@ -481,6 +499,9 @@ class LLMAgent(_Acting):
         entry: dict[str, Any] = {"decision": self._decision, "reasons": reasons, "rounds": []}
         self._transcript.append(entry)
         acted = self.report.actions
+        if self._model_down is not None:
+            await self._without_model(record, self._model_down, acted)
+            return
         failures = 0
         for _ in range(self.max_rounds):
             try:
@@ -490,6 +511,8 @@ class LLMAgent(_Acting):
             except Exception as exc:  # the API failed (after the SDK's own retries)
                 self.report.failed_calls += 1
                 reason = self.redactor.text(f"the model could not be reached: {exc}")
+                if getattr(exc, "permanent", False):
+                    self._model_down = reason
                 await self._without_model(record, reason, acted)
                 return
             record.calls += 1

@@ -9,11 +9,15 @@ model then never sees, and an ``after`` hook sees every outcome.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 JSONSchema = dict[str, Any]
+# What both model APIs accept as a tool name (ASCII only: str.isalnum would let
+# "café" through, which they refuse).
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,7 @@ class Tool:
     runs_hooks: bool = False
 
     def __post_init__(self) -> None:
-        if not self.name.replace("_", "").replace("-", "").isalnum() or len(self.name) > 64:
+        if not _TOOL_NAME.fullmatch(self.name):
             raise ValueError(
                 f"tool name {self.name!r}: letters, digits, '_' and '-' only, 64 at most"
             )

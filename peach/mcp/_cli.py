@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import inspect
 import sys
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
@@ -122,9 +121,14 @@ async def run_mcp(
     import signal
 
     from peach import ExecutorError, PeachAdapter, SyncExecutor
-    from peach.llm._cli import UsageError, _agents, _roles, embedded_server
+    from peach.llm._cli import (
+        UsageError,
+        _agents,
+        _roles,
+        check_syncserver_url,
+        embedded_server,
+    )
     from peach.mcp.server import RoleServer
-    from strabo.core.config import ConfigError
     from strabo.core.serving import serve
 
     pairs = _roles(args)
@@ -155,12 +159,7 @@ async def run_mcp(
         if not 0 <= port <= 65535:
             raise UsageError(f"{option} {port}: a port is 1 to 65535 (0: a free one)")
     if args.syncserver:
-        parts = urllib.parse.urlsplit(args.syncserver)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise UsageError(
-                f"--syncserver {args.syncserver!r} is not an http(s) URL "
-                "(e.g. http://127.0.0.1:8300)"
-            )
+        check_syncserver_url(args.syncserver)
     attributes = {a for action in protocol.actions.values() for a in action.attributes}
     unknown = sorted(set(args.secret) - attributes)
     if unknown:  # a misspelt secret would leave the real one shown
@@ -172,13 +171,10 @@ async def run_mcp(
 
     async with contextlib.AsyncExitStack() as stack:
         if args.embedded:
-            try:
-                url, executor = await embedded_server(
-                    stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
-                    args.syncserver_port, "strabo mcp", out,
-                )
-            except ConfigError as exc:  # a --peer with a role the protocol lacks, say
-                raise UsageError(str(exc).removeprefix("<embedded>: ")) from None
+            url, executor = await embedded_server(
+                stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
+                args.syncserver_port, "strabo mcp", out,
+            )
         else:
             url = args.syncserver
             executor = SyncExecutor(url, token=args.token, mas=args.mas)

@@ -83,6 +83,10 @@ def test_help_explains_the_command():
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--provider", "openai", "--model", "m"], "no OpenAI API key: set OPENAI_API_KEY, "
          "or give the base URL of an OpenAI-compatible server"),
+        (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--syncserver", "notaurl",
+          "--token", "t"], "--syncserver 'notaurl' is not an http(s) URL"),
+        (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
+          "--peer", "x=Nope"], "Nope"),
     ],
 )
 def test_usage_errors_are_explained(args, message):

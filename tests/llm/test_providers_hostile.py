@@ -337,3 +337,42 @@ async def test_an_answer_trickled_a_byte_at_a_time_is_cut_at_the_deadline(hostil
     with pytest.raises(ModelError, match=r"did not finish its answer within 1\.2 s"):
         await ask(model_for(provider, url), request_timeout=0.2)
     assert time.monotonic() - started < 5
+
+
+async def test_after_a_permanent_failure_later_decisions_go_to_the_fallback_unasked(hostile):
+    """A wrong key stays wrong: the model is not asked again, the fallback decides."""
+    app, url = hostile
+    app.answers = [(401, "application/json", {"error": {"message": "no such key"}})]
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    reasons: list[str] = []
+
+    async def fallback(agent: LLMAgent, reason: str) -> None:
+        reasons.append(reason)
+        if len(reasons) == 1:
+            await agent.inject("the user asks again")
+        else:
+            agent.stop("seen enough")
+
+    async with SyncServer.embedded([protocol], {"buyer": ["Buyer"]}) as server:
+        buyer = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
+        model = model_for("anthropic", url, retries=0)
+        report = await LLMAgent([buyer], "buy a pen", client=model.client, model="tiny-model",
+                                fallback=fallback, budget=Budget(max_seconds=30)).run()
+    assert len(reasons) == 2 and reasons[0] == reasons[1] and "401" in reasons[0]
+    assert len(app.requests) == 1
+    assert report.status == "stopped" and report.failed_calls == 1
+
+
+async def test_tools_that_would_shadow_actions_or_that_apis_refuse_are_refused() -> None:
+    from peach.llm import tool
+
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    async with SyncServer.embedded([protocol], {"buyer": ["Buyer"]}) as server:
+        buyer = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
+        for name in ("RFQ", "Accept_2"):
+            shadow = tool(name, "looks like an action")(lambda: None)
+            with pytest.raises(ValueError, match=f"local tool names \\['{name}'\\] are those"):
+                LLMAgent([buyer], "buy a pen", model="m", tools=[shadow])
+        LLMAgent([buyer], "buy a pen", model="m", tools=[tool("RFQ_x", "fine")(lambda: None)])
+    with pytest.raises(ValueError, match="letters, digits"):
+        tool("café", "not ASCII")(lambda: None)

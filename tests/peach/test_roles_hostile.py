@@ -335,3 +335,15 @@ async def test_concurrent_inspections_all_answer() -> None:
     statuses = {a.status_code for a in answers[:20]}
     assert statuses == {200}
     assert all(a.json()["roles"][0]["agent"] == "platform" for a in answers[:20])
+
+
+async def test_build_action_refuses_a_key_that_is_a_list_or_an_object() -> None:
+    from peach import BindError
+
+    async with Harness("local", [SIMPLE], AGENTS) as h:
+        platform = h.adapter("platform", "Platform")
+        async with platform:
+            for bad in (["c1"], {"id": "c1"}):
+                with pytest.raises(BindError) as refused:
+                    platform.build_action("Complete", {"cid": bad, "payment_data": {}})
+                assert refused.value.rule == "type" and refused.value.attribute == "cid"
