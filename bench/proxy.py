@@ -13,14 +13,19 @@ proxy of strabo/ucp, with the SyncServer
 * in the agents' process, through the LocalExecutor (the embedded set-up).
 
 Checkouts run one after the other (each waits for the last to complete). The
-report gives the wall time per checkout, the ratio to the direct client, and
-where the extra time goes.
+report gives the wall time per checkout, the ratio to the direct client, where
+the extra time goes, and the CPU time each process spends per checkout (from
+/proc, on Linux): this process (the direct client, or the agents and the
+proxy), the SyncServer and the merchant. The checkouts run one after the other,
+so CPU time on the path of a checkout is wall time; it tells which process a
+faster bridge has to make cheaper.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -184,7 +189,35 @@ class Pipeline:
         return time.perf_counter() - start
 
 
-async def compare(direct: Direct, pipeline: Pipeline, n: int) -> tuple[list[float], list[float]]:
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (Linux's /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CPU:
+    """CPU time per checkout of each process, for each way of checking out."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.spent: dict[str, dict[str, float]] = {"direct": {}, "pipeline": {}}
+
+    async def measure(self, way: str, checkout: Any) -> float:
+        before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        took = await checkout()
+        for name, pid in self.pids.items():
+            start, end = before[name], cpu_seconds(pid)
+            if start is not None and end is not None:
+                self.spent[way][name] = self.spent[way].get(name, 0.0) + end - start
+        return took
+
+
+async def compare(
+    direct: Direct, pipeline: Pipeline, n: int, cpu: CPU
+) -> tuple[list[float], list[float]]:
     """``n`` checkouts each way, alternating, so that both see the same machine."""
     direct_times, pipeline_times = [], []
     async with pipeline.proxy, pipeline.platform:
@@ -193,8 +226,8 @@ async def compare(direct: Direct, pipeline: Pipeline, n: int) -> tuple[list[floa
             await pipeline.checkout()
         pipeline.http = pipeline.attempts = 0.0
         for _ in range(n):
-            direct_times.append(await direct.checkout())
-            pipeline_times.append(await pipeline.checkout())
+            direct_times.append(await cpu.measure("direct", direct.checkout))
+            pipeline_times.append(await cpu.measure("pipeline", pipeline.checkout))
     return direct_times, pipeline_times
 
 
@@ -235,7 +268,7 @@ async def main(quick: bool) -> None:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        async with await merchant_process() as (host, port, _):
+        async with await merchant_process() as (host, port, merchant_pid):
             merchant = f"http://{host}:{port}"
             direct = Direct(merchant)
             server = SyncServer.embedded(
@@ -244,24 +277,30 @@ async def main(quick: bool) -> None:
             )
             local = LocalExecutor(server)
             embedded = Pipeline(local, local, merchant)
+            cpu = CPU({"this process": os.getpid(), "merchant": merchant_pid})
             results.append(
                 (
                     "embedded SyncServer (LocalExecutor)",
                     embedded,
-                    *await compare(direct, embedded, n),
+                    cpu,
+                    *await compare(direct, embedded, n, cpu),
                 )
             )
             sync_cmd = syncserver_command(_config(directory), directory / "s.db")
-            async with process(*sync_cmd) as (shost, sport, _):
+            async with process(*sync_cmd) as (shost, sport, sync_pid):
                 url = f"http://{shost}:{sport}"
                 over_http = Pipeline(
                     SyncExecutor(url, "platform"), SyncExecutor(url, "business"), merchant
+                )
+                cpu = CPU(
+                    {"this process": os.getpid(), "SyncServer": sync_pid, "merchant": merchant_pid}
                 )
                 results.append(
                     (
                         "SyncServer over HTTP (SyncExecutor)",
                         over_http,
-                        *await compare(direct, over_http, n),
+                        cpu,
+                        *await compare(direct, over_http, n, cpu),
                     )
                 )
             await direct.client.aclose()
@@ -269,7 +308,7 @@ async def main(quick: bool) -> None:
     async with process(sys.executable, str(ROOT / "bench" / "_servers.py")) as (host, port, _):
         with_httpx, minimal = await client_cost(host, port)
 
-    for label, pipeline, direct_times, times in results:
+    for label, pipeline, cpu, direct_times, times in results:
         d, m = statistics.median(direct_times), statistics.median(times)
         print(f"Peach pipeline, {label}")
         print(f"    direct httpx client  {d * 1e3:7.2f} ms per checkout (median)")
@@ -282,8 +321,14 @@ async def main(quick: bool) -> None:
         print(
             f"    where the time goes: merchant requests {merchant_share:5.1%}, attempts "
             f"(to finalized) {attempt_share:5.1%}, event delivery and handlers "
-            f"{1 - merchant_share - attempt_share:5.1%}\n"
+            f"{1 - merchant_share - attempt_share:5.1%}"
         )
+        for way in ("direct", "pipeline"):
+            spent = cpu.spent[way]
+            if spent:
+                parts = ", ".join(f"{name} {t / n * 1e3:.2f}" for name, t in spent.items())
+                print(f"    CPU ms per checkout, {way:8}: {parts}")
+        print()
     print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
     print(
         f"    httpx {with_httpx * 1e3:.2f} ms, a minimal HTTP/1.1 client {minimal * 1e3:.2f} ms "
