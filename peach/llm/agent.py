@@ -40,6 +40,7 @@ from peach.llm.prompting import (
     Offer,
     Redactor,
     system_prompt,
+    tool_base,
     tool_names,
     user_prompt,
 )
@@ -122,11 +123,7 @@ class LLMAgent(_Acting):
         if clash:
             raise ValueError(f"local tool names {sorted(map(str, clash))} are reserved")
         several = len({a.protocol.name for a in self.adapters}) > 1
-        bases = {
-            (f"{a.protocol.name}_{name}" if several else name)[:56]
-            for a in self.adapters
-            for name in a.protocol.actions
-        }
+        bases = {tool_base(a, name, several) for a in self.adapters for name in a.protocol.actions}
         shadowed = sorted(
             t for t in self.tools if t in bases or (t.rpartition("_")[0] in bases
             and t.rpartition("_")[2].isdigit())

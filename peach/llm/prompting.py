@@ -435,15 +435,18 @@ def user_prompt(
     return (text + ending)[:limit]
 
 
+def tool_base(adapter: PeachAdapter, action: str, several_protocols: bool) -> str:
+    """The tool name of an action before numbering (``tool_names`` adds ``_N``
+    when an action is offered more than once)."""
+    return (f"{adapter.protocol.name}_{action}" if several_protocols else action)[:56]
+
+
 def tool_names(
     offers: Iterable[tuple[PeachAdapter, FeasibleAction]], several_protocols: bool
 ) -> list[str]:
     """Deterministic, unique tool names: the action's name, prefixed with the
     protocol when the agent plays several, numbered when offered more than once."""
-    bases = [
-        (f"{adapter.protocol.name}_{fa.name}" if several_protocols else fa.name)[:56]
-        for adapter, fa in offers
-    ]
+    bases = [tool_base(adapter, fa.name, several_protocols) for adapter, fa in offers]
     counts: dict[str, int] = {}
     for base in bases:
         counts[base] = counts.get(base, 0) + 1
