@@ -9,12 +9,13 @@ destination, PUT the shipping option, POST complete) with httpx and the same
 headers. The Peach pipeline runs the SimpleUCP Platform agent and the Business
 proxy of strabo/ucp, with the SyncServer
 
-* in its own process, over HTTP, with the SQLite store (the distributed set-up);
+* in its own process, over HTTP, with the SQLite store (the distributed set-up;
+  each agent's attempts, answers and events on one channel per protocol);
 * in the agents' process, through the LocalExecutor (the embedded set-up).
 
 Checkouts run one after the other (each waits for the last to complete). The
-report gives the wall time per checkout, the ratio to the direct client, where
-the extra time goes, and the CPU time each process spends per checkout (from
+report gives the wall time per checkout, the ratio to the direct client, the
+share of the merchant's requests in it, and the CPU time each process spends per checkout (from
 /proc, on Linux): this process (the direct client, or the agents and the
 proxy), the SyncServer and the merchant. The checkouts run one after the other,
 so CPU time on the path of a checkout is wall time; it tells which process a
@@ -39,7 +40,7 @@ sys.path[0] = str(ROOT)
 import httpx  # noqa: E402
 
 from bench.syncserver import process, syncserver_command  # noqa: E402
-from langshaw import ActionInstance, LangshawProtocol  # noqa: E402
+from langshaw import LangshawProtocol  # noqa: E402
 from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
 from strabo.proxy import ProxyRequest  # noqa: E402
 from strabo.ucp.business_proxy import business_proxy, shipping_steps, ucp_header_hook  # noqa: E402
@@ -150,10 +151,7 @@ class Pipeline:
         self.proxy = business_proxy(proxy_executor, merchant)
         self.done: dict[str, asyncio.Event] = {}
         self.http = 0.0  # seconds spent in merchant requests
-        self.attempts = 0.0  # seconds spent in attempts (both agents)
         self.proxy.http_listeners.append(self._on_http)
-        for adapter in (self.platform, self.proxy):
-            self._time_attempts(adapter)
 
         @self.platform.on_enabled("Complete")
         async def complete(fa: FeasibleAction) -> None:
@@ -167,18 +165,6 @@ class Pipeline:
 
     def _on_http(self, event: Any) -> None:
         self.http += event.seconds
-
-    def _time_attempts(self, adapter: PeachAdapter) -> None:
-        attempt = adapter.attempt
-
-        async def timed(instances: Any) -> list[ActionInstance]:
-            start = time.perf_counter()
-            try:
-                return await attempt(instances)
-            finally:
-                self.attempts += time.perf_counter() - start
-
-        adapter.attempt = timed  # type: ignore[method-assign]
 
     async def checkout(self) -> float:
         start = time.perf_counter()
@@ -224,7 +210,7 @@ async def compare(
         for _ in range(5):  # warm up
             await direct.checkout()
             await pipeline.checkout()
-        pipeline.http = pipeline.attempts = 0.0
+        pipeline.http = 0.0
         for _ in range(n):
             direct_times.append(await cpu.measure("direct", direct.checkout))
             pipeline_times.append(await cpu.measure("pipeline", pipeline.checkout))
@@ -317,11 +303,10 @@ async def main(quick: bool) -> None:
             f"ratio {m / d:4.2f}x  (target <= 1.3x)"
         )
         total = sum(times)
-        merchant_share, attempt_share = pipeline.http / total, pipeline.attempts / total
+        merchant_share = pipeline.http / total
         print(
-            f"    where the time goes: merchant requests {merchant_share:5.1%}, attempts "
-            f"(to finalized) {attempt_share:5.1%}, event delivery and handlers "
-            f"{1 - merchant_share - attempt_share:5.1%}"
+            f"    where the time goes: merchant requests {merchant_share:5.1%}, the bridge "
+            f"(attempts, events, handlers) {1 - merchant_share:5.1%}"
         )
         for way in ("direct", "pipeline"):
             spent = cpu.spent[way]
@@ -332,7 +317,8 @@ async def main(quick: bool) -> None:
     print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
     print(
         f"    httpx {with_httpx * 1e3:.2f} ms, a minimal HTTP/1.1 client {minimal * 1e3:.2f} ms "
-        "(the SyncExecutor's client, peach/_http1.py, is of the second kind)"
+        "(the SyncExecutor's requests use the second kind, peach/_http1.py; its attempts "
+        "ride its channel)"
     )
 
 

@@ -97,9 +97,9 @@ class _Connection:
         except (ConnectionError, OSError) as exc:
             raise (_Stale if self.reused else TransportError)(f"cannot send: {exc!r}") from None
 
-    async def head(self) -> tuple[Response, bool]:
-        """Read a response head (skipping interim 1xx ones); also whether the
-        connection stays open after this response."""
+    async def head(self, switch: bool = False) -> tuple[Response, bool]:
+        """Read a response head (skipping interim 1xx ones, but returning a 101
+        if ``switch``); also whether the connection stays open after it."""
         while True:
             try:
                 raw = await self.reader.readuntil(b"\r\n\r\n")
@@ -121,6 +121,8 @@ class _Connection:
             if not 100 <= response.status < 200:
                 return response, keep
             if response.status == 101:
+                if switch:
+                    return response, True
                 raise ProtocolError("the server switched protocols")
 
     async def body(self, method: str, response: Response, keep: bool) -> tuple[bytes, bool]:
@@ -202,6 +204,11 @@ class _Connection:
             raise ProtocolError("a chunk size line is too long") from None
         except (ConnectionError, OSError) as exc:
             raise TransportError(f"connection lost in mid-response: {exc!r}") from None
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""  # pragma: no cover - makes this an async generator
 
 
 def _chunked(response: Response) -> bool:
@@ -377,6 +384,42 @@ class Client:
             raise
         try:
             yield response, connection.chunks(response, read_timeout)
+        finally:
+            connection.close()
+
+    @contextlib.asynccontextmanager
+    async def upgrade(
+        self,
+        path: str,
+        protocol: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        read_timeout: float | None = None,
+    ) -> AsyncIterator[tuple[Response, _Connection | None, AsyncIterator[bytes]]]:
+        """``GET path`` asking to switch the connection to ``protocol``, on a
+        connection of its own. On ``101`` yields the response, the connection
+        (to write to) and the bytes that arrive on it; otherwise the response
+        with its body read, ``None`` and nothing to read."""
+        connection = await self._open()
+        head = self._request("GET", self._target(path, params), None)
+        head = head[:-2] + f"Connection: Upgrade\r\nUpgrade: {protocol}\r\n\r\n".encode()
+        try:
+            async with asyncio.timeout(self.timeout):
+                await connection.send(head)
+                response, keep = await connection.head(switch=True)
+                if response.status != 101:
+                    response.body, _ = await connection.body("GET", response, keep)
+        except TimeoutError:
+            connection.close()
+            raise TransportError(f"no answer within {self.timeout}s") from None
+        except BaseException:
+            connection.close()
+            raise
+        try:
+            if response.status == 101:
+                yield response, connection, connection.chunks(response, read_timeout)
+            else:
+                yield response, None, _nothing()
         finally:
             connection.close()
 

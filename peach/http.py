@@ -1,9 +1,13 @@
 """SyncExecutor: adapters talking to a SyncServer over HTTP.
 
-Attempts are POSTed; finalized batches arrive as server-sent events. After a
-dropped connection the stream resumes from the last applied batch, and an
-attempt whose answer was lost is retried under the same attempt id, which the
-server recognizes, so nothing is lost or finalized twice.
+Each protocol's finalized batches arrive as server-sent events on a channel
+(``GET .../channel``, upgraded), on which the agent also sends its attempts and
+reads their answers: one connection, no request per attempt. A server without
+channels gets the same over plain HTTP: attempts POSTed, batches on
+``.../events``. After a dropped connection the stream resumes from the last
+applied batch, and an attempt whose answer was lost is retried under the same
+attempt id (by POST while no channel is open), which the server recognizes,
+so nothing is lost or finalized twice.
 
 Requests go through a lean keep-alive HTTP/1.1 client (``peach._http1``; httpx
 cost an agent more CPU per attempt than the server spends on it), or through
@@ -12,6 +16,7 @@ httpx when a ``transport`` is given.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -22,6 +27,7 @@ from urllib.parse import quote
 import httpx
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
+from peach._channel import UNSUPPORTED, UPGRADE, Line
 from peach._http1 import Client, Response, TransportError
 from peach._sse import Decoder
 from peach.errors import ActionRejected, ExecutorError
@@ -51,7 +57,9 @@ class SyncExecutor(Executor):
 
     ``retries`` bounds how often an attempt is resent after a connection error, a
     timeout or a 502/503/504 (always with the same attempt id, which the server
-    recognizes, so a resent attempt is never finalized twice).
+    recognizes, so a resent attempt is never finalized twice). ``channel=False``
+    keeps to plain HTTP (POSTed attempts, ``.../events``) even where the server
+    offers channels; with a ``transport`` (httpx) it always does.
     """
 
     def __init__(
@@ -63,12 +71,16 @@ class SyncExecutor(Executor):
         timeout: float = 30.0,
         retries: int = 3,
         transport: httpx.AsyncBaseTransport | None = None,
+        channel: bool = True,
     ) -> None:
         super().__init__(mas, retries=retries)
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self._transport = transport
+        #: Whether streams are asked for as channels (off once a server says it has none).
+        self.channel = channel and transport is None
+        self._lines: dict[str, Line] = {}  # protocol name -> its open channel
         self._client: _Client | None = None
         self.agent: str | None = None
         self.roles: dict[str, list[str]] = {}
@@ -137,6 +149,25 @@ class SyncExecutor(Executor):
             ],
             "attempt_id": attempt_id,
         }
+        line = self._lines.get(adapter.protocol.name)
+        if line is not None and line.usable():
+            try:
+                async with asyncio.timeout(self.timeout):
+                    data = await line.attempt(body)
+            except TimeoutError:
+                raise ExecutorError(
+                    f"no answer from the SyncServer at {self.url} within {self.timeout}s",
+                    retryable=True,
+                ) from None
+            except TransportError as exc:
+                raise ExecutorError(
+                    f"no answer from the SyncServer at {self.url}: {exc}", retryable=True
+                ) from None
+            status = data.get("status")
+            if status == 200:
+                return _finalized(adapter, instances, data), list(data["attempt"])
+            status = status if isinstance(status, int) else 502
+            raise _rejection(Response(status, "", {}, json.dumps(data).encode()), instances)
         try:
             response = await self.client.request(
                 "POST", self._path(adapter, "attempts"), json_body=body
@@ -162,29 +193,74 @@ class SyncExecutor(Executor):
         return [parse_batch(adapter.protocol, e) for e in response.json()["events"]]
 
     async def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
-        feed = self._feeds.get(adapter.protocol.name)
-        name = adapter.protocol.name
+        read_timeout = max(self.timeout, 60.0)
+        client = self.client
+        if self.channel and isinstance(client, Client):
+            name = adapter.protocol.name
+            async with client.upgrade(
+                self._path(adapter, "channel"),
+                UPGRADE,
+                params={"after": after},
+                read_timeout=read_timeout,
+            ) as (response, connection, body):
+                if connection is not None:
+                    line = self._lines[name] = Line(connection)
+                    self._opened(name)
+                    try:
+                        async for batch in self._batches(adapter, body, line):
+                            yield batch
+                    finally:
+                        if self._lines.get(name) is line:
+                            del self._lines[name]
+                        line.close("the channel closed before the answer came")
+                    return
+                if response.status not in UNSUPPORTED:
+                    raise _error(response, "the channel was refused")
+                log.info(
+                    "the SyncServer at %s has no channels (%s): using its event stream",
+                    self.url,
+                    response.status,
+                )
+                self.channel = False
         async with self.client.stream(
             "GET",
             self._path(adapter, "events"),
             params={"after": after},
-            read_timeout=max(self.timeout, 60.0),
-        ) as (response, body):
+            read_timeout=read_timeout,
+        ) as (response, chunks):
             if response.status != 200:
-                response.body = b"".join([chunk async for chunk in body])
+                response.body = b"".join([chunk async for chunk in chunks])
                 raise _error(response, "the event stream was refused")
-            decoder = Decoder()
-            async for chunk in body:
-                for event in decoder.feed(chunk):
-                    if event.event != "batch":
-                        continue
-                    seq = event.id
-                    # Applied already (an attempt's answer brought it)? Then the
-                    # feed skips it by its number: no need to parse it.
-                    if seq is not None and seq.isdigit() and feed and int(seq) <= feed.applied:
-                        yield Batch(name, int(seq), ())
-                        continue
-                    yield parse_batch(adapter.protocol, json.loads(event.data))
+            self._opened(adapter.protocol.name)
+            async for batch in self._batches(adapter, chunks):
+                yield batch
+
+    def _opened(self, protocol: str) -> None:
+        feed = self._feeds.get(protocol)
+        if feed is not None:
+            feed.connected.set()
+
+    async def _batches(
+        self, adapter: Member, chunks: AsyncIterator[bytes], line: Line | None = None
+    ) -> AsyncIterator[Batch]:
+        """The batches of an event stream (a channel's answers go to ``line``)."""
+        feed = self._feeds.get(adapter.protocol.name)
+        name = adapter.protocol.name
+        decoder = Decoder()
+        async for chunk in chunks:
+            for event in decoder.feed(chunk):
+                if event.event == "answer" and line is not None:
+                    line.answered(json.loads(event.data))
+                    continue
+                if event.event != "batch":
+                    continue
+                seq = event.id
+                # Applied already (an attempt's answer brought it)? Then the
+                # feed skips it by its number: no need to parse it.
+                if seq is not None and seq.isdigit() and feed and int(seq) <= feed.applied:
+                    yield Batch(name, int(seq), ())
+                    continue
+                yield parse_batch(adapter.protocol, json.loads(event.data))
 
 
 def _finalized(

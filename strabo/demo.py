@@ -207,11 +207,13 @@ async def demo(
                 for name, peer in peers.items()
             ]
         else:
-            from syncserver import SyncServer, create_app
+            from syncserver import SyncServer, create_app, uvicorn_options
 
             policy = policy or "instant"
             server = SyncServer.embedded([protocol], roles, policy=policy)
-            sync_url = await stack.enter_async_context(serve(create_app(server)))
+            sync_url = await stack.enter_async_context(
+                serve(create_app(server), **uvicorn_options(server.config.limits))
+            )
             executors = {name: SyncExecutor(sync_url, name) for name in roles}
             header = [
                 f"strabo demo: a UCP checkout with {protocol.name}, {policy} finalization",

@@ -31,6 +31,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from strabo.core.limits import Limits
+from syncserver._channel import EXTENSION, SWITCHING, UPGRADE
 
 log = logging.getLogger("strabo.syncserver")
 
@@ -45,6 +46,7 @@ class GuardedProtocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._switched = False  # the connection now belongs to a channel
         self._partial = False  # bytes of a request head have arrived
         self._refuse = len(self.connections) > self.limits.max_connections
         transport.set_write_buffer_limits(high=self.limits.write_buffer)
@@ -63,9 +65,42 @@ class GuardedProtocol(H11Protocol):
         super().data_received(data)
         self._track()
 
+    # Channels (syncserver/_channel.py) -------------------------------------------------
+
+    def _should_upgrade(self) -> bool:
+        upgrade = self._get_upgrade()
+        if upgrade is not None and upgrade.decode("latin-1") == UPGRADE:
+            # The app decides (it authenticates the agent and answers errors as
+            # JSON); if it accepts, it hands the connection over through this.
+            extensions: dict[str, Any] = dict(self.scope.get("extensions") or {})
+            extensions[EXTENSION] = self._switch
+            self.scope["extensions"] = extensions
+            return False
+        return super()._should_upgrade()
+
+    def _switch(self, channel: asyncio.Protocol) -> bool:
+        """Answer 101 and give the connection to ``channel``; False if it is gone."""
+        if self.transport.is_closing():
+            return False
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        self._switched = True
+        if self.cycle is not None:  # the app's own (empty) answer goes nowhere
+            self.cycle.response_started = self.cycle.response_complete = True
+            self.cycle.disconnected = True
+        self.transport.write(SWITCHING)
+        self.connections.discard(self)
+        self.connections.add(channel)  # type: ignore[arg-type]
+        channel.connections = self.connections  # type: ignore[attr-defined]
+        self.transport.set_protocol(channel)
+        channel.connection_made(self.transport)
+        self.transport.resume_reading()
+        return True
+
     def _track(self) -> None:
         """Arm the timer of whatever the client owes us next, disarm the others."""
-        if self.transport.is_closing():
+        if self.transport.is_closing() or self._switched:
             return
         state = self.conn.their_state
         if state is h11.IDLE:  # between requests: data so far is a partial head

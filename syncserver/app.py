@@ -8,7 +8,6 @@ any sequence number.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -24,7 +23,6 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from langshaw import ABSENT
-from strabo.core.batch import Batch
 from strabo.core.config import AgentConfig
 from strabo.core.errors import ServiceError
 from strabo.core.feed import Lagging
@@ -32,6 +30,7 @@ from strabo.core.ledger import Ledger
 from strabo.core.limits import Limits
 from strabo.core.server import SyncServer
 from syncserver._attempts import AttemptsEndpoint, Shortcut, authorize, encode
+from syncserver._channel import EXTENSION, UPGRADE, Channel
 from syncserver._presence import Presence
 
 log = logging.getLogger("strabo.syncserver")
@@ -155,42 +154,31 @@ def create_app(
                 "streams: close one first (one stream per protocol is enough for an agent)",
             )
         presence.opened(mas, agent.name, name)
-        stream = ledger.subscribe(after, max_bytes=limits.stream_backlog_bytes)
+        stream = ledger.subscribe(
+            after, max_bytes=limits.stream_backlog_bytes, heartbeat=heartbeat
+        )
 
         def closed() -> None:
             presence.closed(mas, agent.name, name)
 
         async def frames() -> AsyncIterator[bytes]:
+            # The batch is awaited inline (no task in between): a committed batch
+            # reaches the client in the loop's next step (see Subscriber.get).
             yield b": connected\n\n"
-            source = stream.__aiter__()
-            next_batch: asyncio.Task[Batch] | None = None
             try:
-                while True:
-                    if next_batch is None:
-                        next_batch = asyncio.ensure_future(source.__anext__())
-                    done, _ = await asyncio.wait({next_batch}, timeout=heartbeat)
-                    if not done:
+                async for batch in stream:
+                    if batch is None:
                         yield b": ping\n\n"
                         continue
-                    try:
-                        batch = next_batch.result()
-                    except Lagging as lag:
-                        yield _lagging_frame(lag.last, limits)
-                        return  # the client reconnects and catches up from the log
-                    except StopAsyncIteration:
-                        return
-                    next_batch = None
                     frame = batch.sse_frame
                     if len(frame) <= chunk:
                         yield frame
                     else:  # a slow reader's buffer then holds a piece, not a whole batch
                         for start in range(0, len(frame), chunk):
                             yield frame[start : start + chunk]
+            except Lagging as lag:
+                yield _lagging_frame(lag.last, limits)  # the client catches up from the log
             finally:
-                if next_batch is not None:
-                    next_batch.cancel()
-                    with contextlib.suppress(BaseException):
-                        await next_batch
                 await stream.aclose()
 
         return _Stream(
@@ -199,6 +187,52 @@ def create_app(
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+    async def channel(request: Request) -> Response:
+        agent, ledger = ledger_for(request)
+        tokens = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
+        if "upgrade" not in tokens or request.headers.get("upgrade", "").lower() != UPGRADE:
+            raise ServiceError(
+                426,
+                "upgrade-required",
+                f"a channel starts with 'Connection: Upgrade' and 'Upgrade: {UPGRADE}' "
+                "(docs/syncserver.md); without them use .../events and .../attempts",
+            )
+        switch = (request.scope.get("extensions") or {}).get(EXTENSION)
+        if switch is None:
+            raise ServiceError(
+                501,
+                "channel-unsupported",
+                "this server cannot hand a connection over to a channel (serve the app with "
+                "uvicorn and syncserver.uvicorn_options, as strabo syncserver does); "
+                "use .../events and .../attempts",
+            )
+        after = _int(request.query_params.get("after"), 0)
+        mas, name = ledger.mas, ledger.protocol.name
+        if presence.streams(mas, agent.name) >= limits.max_streams_per_agent:
+            raise ServiceError(
+                429,
+                "too-many-streams",
+                f"agent {agent.name!r} already holds {limits.max_streams_per_agent} event "
+                "streams: close one first (one stream per protocol is enough for an agent)",
+            )
+        presence.opened(mas, agent.name, name)
+        handed = switch(
+            Channel(
+                server,
+                ledger,
+                agent,
+                after,
+                limits,
+                heartbeat,
+                lagging=lambda last: _lagging_frame(last, limits),
+                on_attempt=presence.attempted,
+                on_close=lambda: presence.closed(mas, agent.name, name),
+            )
+        )
+        if not handed:  # the client left before the switch
+            presence.closed(mas, agent.name, name)
+        return Response(status_code=101)  # not sent: the connection is the channel's now
 
     async def read_log(request: Request) -> Response:
         _, ledger = ledger_for(request)
@@ -308,6 +342,7 @@ def create_app(
             Route(prefix, protocol_info),
             Route(prefix + "/attempts", attempts, methods=["POST"]),
             Route(prefix + "/events", events),
+            Route(prefix + "/channel", channel),
             Route(prefix + "/log", read_log),
             Route(prefix + "/enactments", enactments),
             Route(prefix + "/enactment", enactment),

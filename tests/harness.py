@@ -15,7 +15,7 @@ from peach import Executor, LocalExecutor, PeachAdapter, SyncExecutor
 from peach.peer import Directory, PeerExecutor
 from strabo import serve
 from strabo.serving import free_port
-from syncserver import SyncServer, create_app
+from syncserver import SyncServer, create_app, uvicorn_options
 
 
 class Harness:
@@ -55,7 +55,8 @@ class Harness:
 
     async def __aenter__(self) -> Harness:
         if self.kind == "http":
-            self.url = await self._stack.enter_async_context(serve(create_app(self.server)))
+            app, options = create_app(self.server), uvicorn_options(self.server.config.limits)
+            self.url = await self._stack.enter_async_context(serve(app, **options))
         elif self.kind == "peer":
             pass  # each agent serves its own endpoint when its first adapter starts
         else:

@@ -296,7 +296,7 @@ async def embedded_server(
     from peach import LocalExecutor
     from strabo import serve
     from strabo.core.config import ConfigError
-    from syncserver import SyncServer, create_app
+    from syncserver import SyncServer, create_app, uvicorn_options
 
     try:
         server = SyncServer.embedded(
@@ -305,7 +305,8 @@ async def embedded_server(
     except ConfigError as exc:  # a --peer with a role the protocols lack, say
         raise UsageError(str(exc).removeprefix("<embedded>: ")) from None
     try:
-        url = await stack.enter_async_context(serve(create_app(server), port=port or None))
+        app, options = create_app(server), uvicorn_options(server.config.limits)
+        url = await stack.enter_async_context(serve(app, port=port or None, **options))
     except OSError as exc:
         raise UsageError(f"cannot serve on port {port}: {exc.strerror or exc}") from None
     stack.callback(server.close_streams)  # at exit, let peers' streams end at once

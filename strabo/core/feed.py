@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from strabo.core.batch import Batch
 
@@ -35,7 +36,7 @@ class Subscriber:
 
     def __init__(self, limit: int, limit_bytes: int | None = None) -> None:
         self._queue: deque[Batch] = deque()
-        self._ready = asyncio.Event()
+        self._waiter: asyncio.Future[Any] | None = None
         self._limit = limit
         self._limit_bytes = limit_bytes
         self._bytes = 0
@@ -55,25 +56,55 @@ class Subscriber:
         else:
             self._queue.append(batch)
             self._bytes += size
-        self._ready.set()
+        self._wake()
 
     def close(self) -> None:
         self.lagging = True
         self._queue.clear()
         self._bytes = 0
-        self._ready.set()
+        self._wake()
 
-    async def get(self) -> Batch:
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self, idle: float | None = None) -> Batch | None:
+        """The next batch; ``None`` if ``idle`` seconds pass without one.
+
+        The reader waits on a bare future that :meth:`push` resolves, so the
+        task reading resumes in the loop's next step: an event stream writes
+        a batch to its client before the attempt's own answer goes out (the
+        attempts endpoint yields once for that). An ``asyncio.Event`` waited
+        through ``asyncio.wait`` took three steps."""
+        loop = asyncio.get_running_loop()
         while not self._queue:
             if self.lagging:
                 raise Lagging(-1)
-            self._ready.clear()
-            await self._ready.wait()
+            waiter = self._waiter = loop.create_future()
+            timer = None if idle is None else loop.call_later(idle, _expire, waiter)
+            try:
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                if self._waiter is waiter:
+                    self._waiter = None
+            if not self._queue and not self.lagging and waiter.result() is _TIMED_OUT:
+                return None
         batch = self._queue.popleft()
         if self._limit_bytes is not None:
             self._bytes -= len(batch.sse_frame)
         return batch
 
+
+
+_TIMED_OUT = object()
+
+
+def _expire(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_result(_TIMED_OUT)
 
 
 class Tail:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Sequence
-from typing import Any
+from typing import Any, overload
 
 from langshaw import LangshawProtocol, SocialState, Violation
 from strabo.core._shared import SharedFinalizer
@@ -536,12 +536,28 @@ class Ledger:
             after, until, lambda a, u: self.store.read(self.mas, self.protocol, a, u)
         )
 
+    @overload
+    def subscribe(
+        self, after: int, page: int = ..., max_bytes: int | None = ..., heartbeat: None = ...
+    ) -> AsyncGenerator[Batch, None]: ...
+
+    @overload
+    def subscribe(
+        self, after: int, page: int = ..., max_bytes: int | None = ..., *, heartbeat: float
+    ) -> AsyncGenerator[Batch | None, None]: ...
+
     async def subscribe(
-        self, after: int, page: int = 500, max_bytes: int | None = None
-    ) -> AsyncGenerator[Batch, None]:
+        self,
+        after: int,
+        page: int = 500,
+        max_bytes: int | None = None,
+        heartbeat: float | None = None,
+    ) -> AsyncGenerator[Batch | None, None]:
         """Every committed batch after ``after``: first from the log, then live,
         in order, each once. Raises :class:`Lagging` (naming the last batch given)
-        if the reader falls more than the backlog behind.
+        if the reader falls more than the backlog behind. With ``heartbeat``,
+        ``None`` comes whenever that many seconds pass with no batch (an event
+        stream sends a keep-alive then); without, only batches come.
 
         The live feed is registered before the log is read, so nothing committed
         in between is missed; duplicates are skipped by sequence number.
@@ -569,9 +585,13 @@ class Ledger:
                 del batches
             while True:
                 try:
-                    batch = await subscriber.get()
+                    live = await subscriber.get(heartbeat)
                 except Lagging:
                     raise Lagging(last) from None
+                if live is None:
+                    yield None
+                    continue
+                batch = live
                 if batch.seq <= last:
                     continue
                 if batch.seq != last + 1:  # cannot happen, but never skip a batch

@@ -195,9 +195,10 @@ async def simulate(
         executor_for: Callable[[str], Executor]
         if use_http:
             from strabo import serve
-            from syncserver import create_app
+            from syncserver import create_app, uvicorn_options
 
-            url = await stack.enter_async_context(serve(create_app(server)))
+            app, options = create_app(server), uvicorn_options(server.config.limits)
+            url = await stack.enter_async_context(serve(app, **options))
             executor_for = lambda name: SyncExecutor(url, tokens[name])  # noqa: E731
         else:
             await server.start()

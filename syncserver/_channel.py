@@ -1,0 +1,282 @@
+"""The agent channel: attempts, their answers and the event stream on one connection.
+
+Over plain HTTP an action costs an agent a request (``POST .../attempts``) and
+every other agent an event on its stream (``GET .../events``): on the proxy
+benchmark's two vCPUs, uvicorn's request machinery was about half of the
+server's CPU per attempt, and the other agents heard of an action only after
+the attempter's answer had gone out. A channel is the event stream of one
+agent and one protocol, upgraded (``Connection: Upgrade``, ``Upgrade:
+strabo-channel``) from ``GET .../channel`` so that the agent also sends its
+attempts on it:
+
+* agent to server: one attempt per line, the JSON body of ``POST .../attempts``
+  with its ``attempt_id`` (which names its answer), ended by ``\\n``;
+* server to agent: server-sent events, the batches exactly as on
+  ``.../events``, and ``event: answer`` frames whose data is the attempt's HTTP
+  answer (or error body) with its ``id`` and ``status``.
+
+Nothing about finalization changes: an attempt goes through the same code as a
+POST, and its answer is written only once its batch is committed. The limits
+stay bounded: a line longer than ``max_body`` closes the channel, at most
+:data:`MAX_IN_FLIGHT` attempts are checked at once (more are answered 429), a
+client that stops reading is dropped after ``write_timeout`` seconds, and one
+that falls behind the stream's backlog gets the stream's ``lagging`` error.
+docs/syncserver.md describes the wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from strabo.core.config import AgentConfig
+from strabo.core.errors import ServiceError
+from strabo.core.feed import Lagging
+from strabo.core.ledger import Ledger
+from strabo.core.limits import Limits
+from strabo.core.server import SyncServer
+from syncserver._attempts import encode, finalize
+from syncserver.wire import AttemptIn, describe
+
+log = logging.getLogger("strabo.syncserver")
+
+#: The ``Upgrade`` token of a channel.
+UPGRADE = "strabo-channel"
+#: The ASGI scope extension through which the app hands a connection over.
+EXTENSION = "strabo.channel"
+#: Attempts of one channel checked at once; more are answered 429.
+MAX_IN_FLIGHT = 64
+
+SWITCHING = (
+    b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: strabo-channel\r\n\r\n"
+)
+
+
+def answer_frame(data: dict[str, Any]) -> bytes:
+    return b"event: answer\ndata: %s\n\n" % encode(data)
+
+
+def error_frame(code: str, message: str) -> bytes:
+    return b"event: error\ndata: %s\n\n" % encode({"error": {"code": code, "message": message}})
+
+
+class Channel(asyncio.Protocol):
+    """One agent's channel for one protocol, once the connection is handed over."""
+
+    def __init__(
+        self,
+        server: SyncServer,
+        ledger: Ledger,
+        agent: AgentConfig,
+        after: int,
+        limits: Limits,
+        heartbeat: float,
+        lagging: Callable[[int], bytes],
+        on_attempt: Callable[[str, str], None] | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.server = server
+        self.ledger = ledger
+        self.agent = agent
+        self.after = after
+        self.limits = limits
+        self.heartbeat = heartbeat
+        self.lagging = lagging
+        self.on_attempt = on_attempt
+        self.on_close = on_close
+        #: The server's connection set (uvicorn's), which a channel leaves when it closes.
+        self.connections: set[Any] | None = None
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._attempts: set[asyncio.Task[None]] = set()
+        self._follow_task: asyncio.Task[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # asyncio.Protocol -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=self.limits.write_buffer)
+        loop = asyncio.get_running_loop()
+        self._follow_task = loop.create_task(self._follow(), name="channel stream")
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self._buffer += data
+        while not self._closed:
+            end = self._buffer.find(b"\n")
+            if end < 0:
+                break
+            line = bytes(self._buffer[:end])
+            del self._buffer[: end + 1]
+            self._line(line)
+        if len(self._buffer) > self.limits.max_body:
+            self._fail("too-large", f"an attempt line exceeds {self.limits.max_body} bytes")
+
+    def eof_received(self) -> bool | None:
+        return False  # the client is done sending: close once the answers are out
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self._follow_task is not None:
+            self._follow_task.cancel()
+        if self.connections is not None:
+            self.connections.discard(self)
+        if self.on_close is not None:
+            self.on_close()
+            self.on_close = None
+
+    def pause_writing(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._drained = loop.create_future()
+        self._write_timer = loop.call_later(self.limits.write_timeout, self._write_expired)
+
+    def resume_writing(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def shutdown(self) -> None:
+        """uvicorn's graceful shutdown: close once what is written is sent."""
+        self._close()
+
+    # Attempts -------------------------------------------------------------------------
+
+    def _line(self, line: bytes) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            parsed = AttemptIn.model_validate_json(line)
+        except ValidationError as exc:
+            ident = _attempt_id(line)
+            code, message = describe(exc)
+            if ident is None:
+                self._fail(
+                    code,
+                    f"{message} (an attempt line must be a JSON object with an "
+                    "attempt_id, which its answer names)",
+                )
+            else:
+                self._write(answer_frame({"id": ident, "status": 400, **_error(code, message)}))
+            return
+        if parsed.attempt_id is None:
+            self._fail("bad-request", "attempt_id: required on a channel (its answer names it)")
+            return
+        if len(self._attempts) >= MAX_IN_FLIGHT:
+            self._write(
+                answer_frame(
+                    {
+                        "id": parsed.attempt_id,
+                        "status": 429,
+                        **_error(
+                            "too-many-in-flight",
+                            f"this channel already has {MAX_IN_FLIGHT} attempts in flight: "
+                            "wait for their answers before sending more",
+                        ),
+                    }
+                )
+            )
+            return
+        task = asyncio.get_running_loop().create_task(self._attempt(parsed))
+        self._attempts.add(task)
+        task.add_done_callback(self._attempts.discard)
+
+    async def _attempt(self, parsed: AttemptIn) -> None:
+        ident = parsed.attempt_id
+        try:
+            if self.on_attempt is not None:
+                self.on_attempt(self.ledger.mas, self.agent.name)
+            data = await finalize(
+                self.server, self.ledger.mas, self.ledger.protocol.name, self.agent, parsed
+            )
+            # The batch goes out on every stream first (this one included): the
+            # stream tasks the commit woke run before this one resumes.
+            await asyncio.sleep(0)
+            frame = answer_frame({"id": ident, "status": 200, **data})
+        except ServiceError as exc:
+            frame = answer_frame({"id": ident, "status": exc.status, **exc.to_json()})
+        except Exception as exc:
+            log.exception("unexpected error on an attempt of a channel of %s", self.agent.name)
+            frame = answer_frame(
+                {
+                    "id": ident,
+                    "status": 500,
+                    **_error("internal", f"internal error: {type(exc).__name__}"),
+                }
+            )
+        self._write(frame)
+
+    # The stream -----------------------------------------------------------------------
+
+    async def _follow(self) -> None:
+        stream = self.ledger.subscribe(
+            self.after, max_bytes=self.limits.stream_backlog_bytes, heartbeat=self.heartbeat
+        )
+        try:
+            self._write(b": connected\n\n")
+            async for batch in stream:
+                self._write(b": ping\n\n" if batch is None else batch.sse_frame)
+                if self._drained is not None and not self._drained.done():
+                    await self._drained  # the client reads slowly: the backlog grows instead
+        except Lagging as lag:
+            self._write(self.lagging(lag.last))
+        finally:
+            await stream.aclose()
+        self._close()  # the stream ended (the server is stopping, or it lagged)
+
+    # Writing and closing --------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if not self._closed and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def _fail(self, code: str, message: str) -> None:
+        self._write(error_frame(code, message))
+        self._close()
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self.transport is not None:
+                self.transport.close()
+
+    def _write_expired(self) -> None:
+        self._write_timer = None
+        log.debug(
+            "dropped a channel of %s: it read nothing for %ss",
+            self.agent.name,
+            self.limits.write_timeout,
+        )
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+
+def _attempt_id(line: bytes) -> str | None:
+    """The attempt id of a line that failed validation, if it has a usable one."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    ident = data.get("attempt_id") if isinstance(data, dict) else None
+    return ident if isinstance(ident, str) and 0 < len(ident) <= 200 else None
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
