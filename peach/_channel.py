@@ -23,6 +23,9 @@ UPGRADE = "strabo-channel"
 #: Statuses that mean the server has no channels (an older or differently
 #: served SyncServer): the executor uses the event stream and POSTs instead.
 UNSUPPORTED = frozenset({404, 405, 426, 501})
+#: Attempts a SyncServer checks at once per channel (``syncserver._channel``);
+#: a line sends no more than that, the others wait their turn.
+MAX_IN_FLIGHT = 64
 
 
 class Line:
@@ -32,6 +35,7 @@ class Line:
         self.connection = connection
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._closed: str | None = None
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
     def usable(self) -> bool:
         return self._closed is None and self.connection.usable()
@@ -41,24 +45,27 @@ class Line:
         ``attempt_id``); its answer, with the ``status`` an HTTP answer would have.
         The caller bounds the wait; the answer, if it comes later, is kept for a
         resend of the same attempt."""
-        if self._closed is not None:
-            raise TransportError(self._closed)
-        ident = body["attempt_id"]
-        future = self._waiting.get(ident)
-        if future is None or future.done():
-            future = self._waiting[ident] = asyncio.get_running_loop().create_future()
         line = json.dumps(body, separators=(",", ":"), allow_nan=False).encode() + b"\n"
-        try:
-            await self.connection.send(line)
-            return await asyncio.shield(future)
-        finally:
-            if future.done() and self._waiting.get(ident) is future:
-                del self._waiting[ident]
+        async with self._slots:  # past the server's bound it would answer 429
+            if self._closed is not None:
+                raise TransportError(self._closed)
+            ident = body["attempt_id"]
+            future = self._waiting.get(ident)
+            if future is None or future.done():
+                future = self._waiting[ident] = asyncio.get_running_loop().create_future()
+            try:
+                await self.connection.send(line)
+                return await asyncio.shield(future)
+            finally:
+                if future.done() and self._waiting.get(ident) is future:
+                    del self._waiting[ident]
 
     def answered(self, data: Any) -> None:
         """An ``answer`` event arrived."""
         ident = data.get("id") if isinstance(data, dict) else None
-        future = self._waiting.get(ident) if isinstance(ident, str) else None
+        # Popped, not read: an answer that comes after its attempt gave up waiting
+        # frees its place too (a resend waits on the same future, or asks again).
+        future = self._waiting.pop(ident, None) if isinstance(ident, str) else None
         if future is not None and not future.done():
             future.set_result(data)
 

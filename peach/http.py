@@ -167,7 +167,12 @@ class SyncExecutor(Executor):
             if status == 200:
                 return _finalized(adapter, instances, data), list(data["attempt"])
             status = status if isinstance(status, int) else 502
-            raise _rejection(Response(status, "", {}, json.dumps(data).encode()), instances)
+            rejection = _rejection(Response(status, "", {}, json.dumps(data).encode()), instances)
+            if isinstance(rejection, ExecutorError) and rejection.code == "too-many-in-flight":
+                # The line keeps within the bound, but attempts it gave up waiting
+                # for (timed out) may still be in flight on the server: wait, resend.
+                rejection.retryable = True
+            raise rejection
         try:
             response = await self.client.request(
                 "POST", self._path(adapter, "attempts"), json_body=body

@@ -19,8 +19,12 @@ Nothing about finalization changes: an attempt goes through the same code as a
 POST, and its answer is written only once its batch is committed. The limits
 stay bounded: a line longer than ``max_body`` closes the channel, at most
 :data:`MAX_IN_FLIGHT` attempts are checked at once (more are answered 429), a
-client that stops reading is dropped after ``write_timeout`` seconds, and one
-that falls behind the stream's backlog gets the stream's ``lagging`` error.
+client that stops reading has its lines left unread (each would cost an answer
+the server must hold) and is dropped after ``write_timeout`` seconds, and one
+that falls behind the stream's backlog gets the stream's ``lagging`` error. A
+channel that closes (the client's end of input, the server's shutdown, a
+lagging stream) first answers the attempts in flight, within
+``write_timeout``.
 docs/syncserver.md describes the wire format.
 """
 
@@ -93,10 +97,14 @@ class Channel(asyncio.Protocol):
         self.connections: set[Any] | None = None
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no end of line
         self._attempts: set[asyncio.Task[None]] = set()
         self._follow_task: asyncio.Task[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._write_timer: asyncio.TimerHandle | None = None
+        self._linger: asyncio.TimerHandle | None = None
+        self._paused = False  # the client reads slowly: its lines wait (and so does it)
+        self._closing = False  # no more attempts: close once those in flight are answered
         self._closed = False
 
     # asyncio.Protocol -----------------------------------------------------------------
@@ -109,26 +117,40 @@ class Channel(asyncio.Protocol):
         self._follow_task = loop.create_task(self._follow(), name="channel stream")
 
     def data_received(self, data: bytes) -> None:
-        if self._closed:
+        if self._closing:
             return
         self._buffer += data
-        while not self._closed:
-            end = self._buffer.find(b"\n")
+        self._lines()
+
+    def _lines(self) -> None:
+        """Take the complete lines buffered, unless the client does not read
+        (each line costs an answer: they would pile up in the server)."""
+        while not self._closing and not self._paused:
+            end = self._buffer.find(b"\n", self._scanned)
             if end < 0:
-                break
+                # Only the new bytes are searched next time: a line trickled in
+                # small pieces costs time linear in its length.
+                self._scanned = len(self._buffer)
+                if self._scanned > self.limits.max_body:
+                    self._fail(
+                        "too-large", f"an attempt line exceeds {self.limits.max_body} bytes"
+                    )
+                return
             line = bytes(self._buffer[:end])
             del self._buffer[: end + 1]
+            self._scanned = 0
             self._line(line)
-        if len(self._buffer) > self.limits.max_body:
-            self._fail("too-large", f"an attempt line exceeds {self.limits.max_body} bytes")
 
     def eof_received(self) -> bool | None:
-        return False  # the client is done sending: close once the answers are out
+        self._close()  # the client is done sending: close once the answers are out
+        return True  # keep the transport open (for writing) until then
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
+        self._closed = self._closing = True
         if self._write_timer is not None:
             self._write_timer.cancel()
+        if self._linger is not None:
+            self._linger.cancel()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         if self._follow_task is not None:
@@ -141,6 +163,9 @@ class Channel(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         loop = asyncio.get_running_loop()
+        self._paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()  # the client's attempts wait in its buffers
         self._drained = loop.create_future()
         self._write_timer = loop.call_later(self.limits.write_timeout, self._write_expired)
 
@@ -150,6 +175,10 @@ class Channel(asyncio.Protocol):
             self._write_timer = None
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        self._paused = False
+        if not self._closing and self.transport is not None:
+            self.transport.resume_reading()
+            self._lines()
 
     def shutdown(self) -> None:
         """uvicorn's graceful shutdown: close once what is written is sent."""
@@ -195,7 +224,12 @@ class Channel(asyncio.Protocol):
             return
         task = asyncio.get_running_loop().create_task(self._attempt(parsed))
         self._attempts.add(task)
-        task.add_done_callback(self._attempts.discard)
+        task.add_done_callback(self._answered)
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self._attempts.discard(task)
+        if self._closing and not self._attempts:
+            self._finish()
 
     async def _attempt(self, parsed: AttemptIn) -> None:
         ident = parsed.attempt_id
@@ -236,9 +270,11 @@ class Channel(asyncio.Protocol):
                     await self._drained  # the client reads slowly: the backlog grows instead
         except Lagging as lag:
             self._write(self.lagging(lag.last))
+        except Exception:  # a channel without its stream would hear of nothing
+            log.exception("the stream of a channel of %s failed", self.agent.name)
         finally:
             await stream.aclose()
-        self._close()  # the stream ended (the server is stopping, or it lagged)
+            self._close()  # the stream ended (the server is stopping, it lagged, it failed)
 
     # Writing and closing --------------------------------------------------------------
 
@@ -251,10 +287,33 @@ class Channel(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
+        """Take no more attempts; close once those in flight are answered (their
+        answers would otherwise be lost, and their attempts resent)."""
+        if self._closing:
+            return
+        self._closing = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+            # Answers and closing both wait on the client and the attempts: bounded.
+            loop = asyncio.get_running_loop()
+            self._linger = loop.call_later(self.limits.write_timeout, self._linger_expired)
+        if not self._attempts:
+            self._finish()
+
+    def _finish(self) -> None:
         if not self._closed:
             self._closed = True
             if self.transport is not None:
                 self.transport.close()
+
+    def _linger_expired(self) -> None:
+        self._linger = None
+        log.debug(
+            "dropped a closing channel of %s after %ss", self.agent.name, self.limits.write_timeout
+        )
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def _write_expired(self) -> None:
         self._write_timer = None
@@ -263,7 +322,7 @@ class Channel(asyncio.Protocol):
             self.agent.name,
             self.limits.write_timeout,
         )
-        self._closed = True
+        self._closed = self._closing = True
         if self.transport is not None:
             self.transport.abort()
 
@@ -272,7 +331,7 @@ def _attempt_id(line: bytes) -> str | None:
     """The attempt id of a line that failed validation, if it has a usable one."""
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
         return None
     ident = data.get("attempt_id") if isinstance(data, dict) else None
     return ident if isinstance(ident, str) and 0 < len(ident) <= 200 else None

@@ -93,9 +93,14 @@ class GuardedProtocol(H11Protocol):
         self.connections.discard(self)
         self.connections.add(channel)  # type: ignore[arg-type]
         channel.connections = self.connections  # type: ignore[attr-defined]
+        # What the client sent after the request without waiting for the 101 (its
+        # first attempts) is in h11's buffer, not the transport's: it is the channel's.
+        early, _ = self.conn.trailing_data
         self.transport.set_protocol(channel)
         channel.connection_made(self.transport)
         self.transport.resume_reading()
+        if early:
+            channel.data_received(bytes(early))
         return True
 
     def _track(self) -> None:

@@ -203,9 +203,10 @@ async def test_the_executor_falls_back_to_posts_and_events_without_channels() ->
     assert not executor.channel
 
 
-async def test_an_attempt_in_flight_when_the_channel_closes_is_resent_once() -> None:
-    """The streams end (as on a restart) while an answer is owed: the executor
-    resends under the same id, and the batch is finalized once."""
+async def test_an_attempt_in_flight_when_the_streams_end_is_answered_before_the_close() -> None:
+    """The streams end (as on a restart) while an answer is owed: the channel
+    answers it before it closes, and the batch is finalized once. (An answer
+    lost with its connection is resent: tests/hostile/test_channel_review.py.)"""
     async with guarded([SIMPLE], AGENTS, policy="batched", batch_window_ms=300) as (server, url):
         executor = SyncExecutor(url, "p1-token")
         platform = PeachAdapter("p1", SIMPLE, "Platform", executor)
