@@ -371,21 +371,30 @@ class Client:
         """A response whose body is read as it arrives, on a connection of its
         own, closed afterwards. Opening it is bounded by the client's timeout;
         reading it is not (a live stream may stay quiet)."""
+        head = self._request(method, self._target(path, params), None)
+        connection, response = await self._open_with(head, switch=False)
+        try:
+            yield response, connection.chunks(response, read_timeout)
+        finally:
+            connection.close()
+
+    async def _open_with(self, head: bytes, switch: bool) -> tuple[_Connection, Response]:
+        """A connection of its own, ``head`` sent on it and the answer's head read
+        (and its body too, unless a ``101`` when ``switch``), within the timeout."""
         connection = await self._open()
         try:
             async with asyncio.timeout(self.timeout):
-                await connection.send(self._request(method, self._target(path, params), None))
-                response, _ = await connection.head()
+                await connection.send(head)
+                response, keep = await connection.head(switch=switch)
+                if switch and response.status != 101:
+                    response.body, _ = await connection.body("GET", response, keep)
         except TimeoutError:
             connection.close()
             raise TransportError(f"no answer within {self.timeout}s") from None
         except BaseException:
             connection.close()
             raise
-        try:
-            yield response, connection.chunks(response, read_timeout)
-        finally:
-            connection.close()
+        return connection, response
 
     @contextlib.asynccontextmanager
     async def upgrade(
@@ -400,21 +409,9 @@ class Client:
         connection of its own. On ``101`` yields the response, the connection
         (to write to) and the bytes that arrive on it; otherwise the response
         with its body read, ``None`` and nothing to read."""
-        connection = await self._open()
         head = self._request("GET", self._target(path, params), None)
         head = head[:-2] + f"Connection: Upgrade\r\nUpgrade: {protocol}\r\n\r\n".encode()
-        try:
-            async with asyncio.timeout(self.timeout):
-                await connection.send(head)
-                response, keep = await connection.head(switch=True)
-                if response.status != 101:
-                    response.body, _ = await connection.body("GET", response, keep)
-        except TimeoutError:
-            connection.close()
-            raise TransportError(f"no answer within {self.timeout}s") from None
-        except BaseException:
-            connection.close()
-            raise
+        connection, response = await self._open_with(head, switch=True)
         try:
             if response.status == 101:
                 yield response, connection, connection.chunks(response, read_timeout)

@@ -142,18 +142,22 @@ def create_app(
             }
         )
 
-    async def events(request: Request) -> Response:
-        agent, ledger = ledger_for(request)
-        after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
-        mas, name = ledger.mas, ledger.protocol.name
-        if presence.streams(mas, agent.name) >= limits.max_streams_per_agent:
+    def open_stream(agent: AgentConfig, ledger: Ledger) -> None:
+        """Count a stream (or channel) of ``agent``, within its bound."""
+        if presence.streams(ledger.mas, agent.name) >= limits.max_streams_per_agent:
             raise ServiceError(
                 429,
                 "too-many-streams",
                 f"agent {agent.name!r} already holds {limits.max_streams_per_agent} event "
                 "streams: close one first (one stream per protocol is enough for an agent)",
             )
-        presence.opened(mas, agent.name, name)
+        presence.opened(ledger.mas, agent.name, ledger.protocol.name)
+
+    async def events(request: Request) -> Response:
+        agent, ledger = ledger_for(request)
+        after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
+        mas, name = ledger.mas, ledger.protocol.name
+        open_stream(agent, ledger)
         stream = ledger.subscribe(
             after, max_bytes=limits.stream_backlog_bytes, heartbeat=heartbeat
         )
@@ -209,14 +213,7 @@ def create_app(
             )
         after = _int(request.query_params.get("after"), 0)
         mas, name = ledger.mas, ledger.protocol.name
-        if presence.streams(mas, agent.name) >= limits.max_streams_per_agent:
-            raise ServiceError(
-                429,
-                "too-many-streams",
-                f"agent {agent.name!r} already holds {limits.max_streams_per_agent} event "
-                "streams: close one first (one stream per protocol is enough for an agent)",
-            )
-        presence.opened(mas, agent.name, name)
+        open_stream(agent, ledger)
         handed = switch(
             Channel(
                 server,

@@ -9,7 +9,13 @@ import json
 from syncserver import Limits
 from tests.hostile._support import SIMPLE, closed_by_server, create, guarded, raw
 from tests.hostile.test_slow_clients import Watched, big_create
-from tests.syncserver.test_channel import PATH, line, next_event, open_channel
+from tests.syncserver.test_channel import (
+    PATH,
+    line,
+    next_event,
+    open_channel,
+    seqs_until_answered,
+)
 
 AGENTS = {"p1": ["Platform"], "b1": ["Business"]}
 
@@ -95,15 +101,7 @@ async def test_a_client_that_leaves_mid_attempt_leaves_the_server_consistent() -
             await writer.drain()
             writer.transport.abort()
         reader, writer = await open_channel(url, after=0)
-        writer.write(line({"instances": [create("last")], "attempt_id": "last"}))
-        seqs = []
-        while True:
-            kind, data = await next_event(reader)
-            if kind == "batch":
-                seqs.append(data["seq"])
-            elif data["id"] == "last":
-                assert data["status"] == 200
-                break
+        seqs = await seqs_until_answered(reader, writer, "last")
         assert seqs == list(range(1, len(seqs) + 1))  # dense, each once
         assert server.ledgers[("default", "SimpleUCP")].committed_seq == seqs[-1]
         writer.close()

@@ -21,7 +21,13 @@ from syncserver import Limits
 from syncserver._channel import MAX_IN_FLIGHT, Channel
 from tests.hostile._support import SIMPLE, closed_by_server, create, guarded, raw
 from tests.hostile.test_slow_clients import Watched
-from tests.syncserver.test_channel import PATH, line, next_event, open_channel
+from tests.syncserver.test_channel import (
+    PATH,
+    line,
+    next_event,
+    open_channel,
+    seqs_until_answered,
+)
 
 AGENTS = {"p1": ["Platform"], "b1": ["Business"]}
 UPGRADE = (
@@ -233,14 +239,7 @@ async def test_clients_that_vanish_at_every_stage_leave_nothing_behind(made: Mad
         await settled(watched, url, connections)
         # The attempts that got in are committed once each, densely.
         reader, writer = await open_channel(url)
-        writer.write(line({"instances": [create("last")], "attempt_id": "last"}))
-        seqs = []
-        while True:
-            kind, data = await next_event(reader)
-            if kind == "batch":
-                seqs.append(data["seq"])
-            elif data["id"] == "last":
-                break
+        seqs = await seqs_until_answered(reader, writer, "last")
         assert seqs == list(range(1, len(seqs) + 1))
         writer.close()
 

@@ -53,6 +53,20 @@ def line(payload: Any) -> bytes:
     return json.dumps(payload).encode() + b"\n"
 
 
+async def seqs_until_answered(reader: asyncio.StreamReader, writer: Any, cid: str) -> list[int]:
+    """Attempt a Create of ``cid`` (its attempt id too); the sequence numbers of
+    the batches that came before its answer, which must be a 200."""
+    writer.write(line({"instances": [create(cid)], "attempt_id": cid}))
+    seqs = []
+    while True:
+        kind, data = await next_event(reader)
+        if kind == "batch":
+            seqs.append(data["seq"])
+        elif data["id"] == cid:
+            assert data["status"] == 200, data
+            return seqs
+
+
 async def test_an_attempt_on_a_channel_gets_its_batch_then_its_answer() -> None:
     async with guarded([SIMPLE], AGENTS) as (server, url):
         reader, writer = await open_channel(url)
