@@ -1,8 +1,9 @@
 """The ``strabo`` command: one entry point, one subcommand per tool.
 
 Each subcommand lives next to the code it drives (``langshaw._cli`` and so on) and
-exposes ``configure(parser)`` and ``run(args) -> int``. Modules are imported when
-the command line is built, so they keep heavy imports inside ``run``.
+exposes ``configure(parser)`` and ``run(args) -> int``. Only the module of the
+subcommand given is imported (``strabo --help`` imports none): importing them
+all cost about a second at every start, most of it the MCP SDK's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line; with ``argv``, only the subcommand it names is set up
+    (its module imported), the others are only listed."""
+    chosen = None
+    if argv is not None:
+        chosen = next((a for a in argv if not a.startswith("-")), "")
     parser = argparse.ArgumentParser(
         prog="strabo",
         description="Declarative interaction protocols and the agents that enact them.",
@@ -43,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"strabo {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text, prefix) in SUBCOMMANDS.items():
+        if chosen is not None and name != chosen:
+            sub.add_parser(name, help=help_text, description=help_text)
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -62,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -52,3 +52,29 @@ def test_check_takes_bundled_names_from_anywhere(tmp_path) -> None:
     (tmp_path / "atomic-ucp").write_text("not a protocol\n")
     result = strabo("check", "-q", "atomic-ucp", cwd=str(tmp_path))
     assert result.returncode == 1
+
+
+def test_only_the_subcommand_given_is_imported() -> None:
+    """``strabo --help`` lists every subcommand but imports none of their modules
+    (the MCP SDK alone took most of a second); a subcommand imports its own."""
+    probe = (
+        "import sys\n"
+        "from strabo.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('peach.mcp._cli', 'syncserver._cli', 'peach.llm._cli')"
+        " if m in sys.modules))\n"
+    )
+
+    def imported(*args: str) -> tuple[str, str]:
+        result = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=60
+        )
+        return result.stdout.splitlines()[-1], result.stdout
+
+    listed, text = imported("--help")
+    assert listed == "[]"
+    assert "mcp" in text and "syncserver" in text  # listed all the same
+    assert imported("syncserver", "--help")[0] == "['syncserver._cli']"
