@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Sequence
-from typing import Any, overload
+from collections.abc import Sequence
+from typing import Any
 
 from langshaw import LangshawProtocol, SocialState, Violation
+from strabo.core._reading import LogReader
 from strabo.core._shared import SharedFinalizer
 from strabo.core.attempt import Attempt, Receipt, Rejection, same_attempt, same_instances
 from strabo.core.batch import Batch, Entry
 from strabo.core.errors import Rejected, ServiceError
-from strabo.core.feed import Lagging, SharedReads, Subscriber, Tail
+from strabo.core.feed import SharedReads, Subscriber, Tail
 from strabo.core.store import SharedStore, Store, StoreError
 
 __all__ = ["Attempt", "Ledger", "Receipt", "Rejection"]
@@ -32,7 +33,7 @@ __all__ = ["Attempt", "Ledger", "Receipt", "Rejection"]
 log = logging.getLogger("strabo.syncserver")
 
 
-class Ledger:
+class Ledger(LogReader):
     #: After this long without a commit, an attempt is committed at once instead of
     #: waiting for the loop's next turn to be grouped with others (seconds).
     QUIET = 0.0005
@@ -508,98 +509,3 @@ class Ledger:
             return violation
         better = replica.check(attempt.instances, attempt.roles)
         return better if better is not None and better.rule == violation.rule else violation
-
-    async def read(self, after: int, limit: int) -> list[Batch]:
-        """Committed batches after ``after``, at most ``limit`` of them."""
-        if self._shared is not None and after + limit > self.committed_seq:
-            # Other servers may have committed more than this one has followed
-            # yet: a shared log holds only committed batches, so read it.
-            return await self.store.read(self.mas, self.protocol, after, after + limit)
-        until = min(self.committed_seq, after + limit)
-        if until <= after:
-            return []
-        cached = self.tail.read(after, until)
-        if cached is not None:
-            return cached
-        return await self.store.read(self.mas, self.protocol, after, until)
-
-    async def _shared_read(self, after: int, limit: int) -> list[Batch]:
-        """As :meth:`read`, with pages from the store shared by every stream reading
-        them (the same pages: streams catching up from one place read the same)."""
-        until = min(self.committed_seq, after + limit)
-        if until <= after:
-            return []
-        cached = self.tail.read(after, until)
-        if cached is not None:
-            return cached
-        return await self.pages.read(
-            after, until, lambda a, u: self.store.read(self.mas, self.protocol, a, u)
-        )
-
-    @overload
-    def subscribe(
-        self, after: int, page: int = ..., max_bytes: int | None = ..., heartbeat: None = ...
-    ) -> AsyncGenerator[Batch, None]: ...
-
-    @overload
-    def subscribe(
-        self, after: int, page: int = ..., max_bytes: int | None = ..., *, heartbeat: float
-    ) -> AsyncGenerator[Batch | None, None]: ...
-
-    async def subscribe(
-        self,
-        after: int,
-        page: int = 500,
-        max_bytes: int | None = None,
-        heartbeat: float | None = None,
-    ) -> AsyncGenerator[Batch | None, None]:
-        """Every committed batch after ``after``: first from the log, then live,
-        in order, each once. Raises :class:`Lagging` (naming the last batch given)
-        if the reader falls more than the backlog behind. With ``heartbeat``,
-        ``None`` comes whenever that many seconds pass with no batch (an event
-        stream sends a keep-alive then); without, only batches come.
-
-        The live feed is registered before the log is read, so nothing committed
-        in between is missed; duplicates are skipped by sequence number.
-        """
-        subscriber = Subscriber(self.subscriber_backlog, max_bytes)
-        self.subscribers.add(subscriber)
-        last = after
-        # Pages start small, so that a reader that stalls holds little, and grow
-        # while the batches are small. Streams (``max_bytes``) share their pages.
-        size = 8
-        try:
-            while last < self.committed_seq:
-                batches = await (
-                    self.read(last, size) if max_bytes is None else self._shared_read(last, size)
-                )
-                if not batches:
-                    break
-                if len(batches) == size and (
-                    max_bytes is None or sum(len(b.sse_frame) for b in batches) < 65536
-                ):
-                    size = min(size * 2, page)
-                for batch in batches:
-                    yield batch
-                    last = batch.seq
-                del batches
-            while True:
-                try:
-                    live = await subscriber.get(heartbeat)
-                except Lagging:
-                    raise Lagging(last) from None
-                if live is None:
-                    yield None
-                    continue
-                batch = live
-                if batch.seq <= last:
-                    continue
-                if batch.seq != last + 1:  # cannot happen, but never skip a batch
-                    for missed in await self.read(last, batch.seq - last - 1):
-                        yield missed
-                        last = missed.seq
-                yield batch
-                last = batch.seq
-        finally:
-            self.subscribers.discard(subscriber)
-            subscriber.close()
