@@ -15,13 +15,21 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from langshaw import ABSENT, ActionInstance, LangshawProtocol, SocialState, json_equal
+from langshaw import (
+    ABSENT,
+    ActionInstance,
+    Enablement,
+    LangshawProtocol,
+    SocialState,
+    json_equal,
+)
 from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
 from peach.keys import new_key
 from peach.roles import ConstraintRefused, MustAlways, RoleSpec, evaluate
 from peach.view import View
+from strabo.core.acts_for import ActsFor
 
 if TYPE_CHECKING:
     from strabo.core.batch import Batch
@@ -61,6 +69,7 @@ class PeachAdapter:
         self._enabled_handlers: dict[str, list[EnabledHandler]] = {}
         self._completion_handlers: list[CompletionHandler] = []
         self._enabled_cache: dict[tuple[Any, ...], list[FeasibleAction]] = {}
+        self._acts_for = ActsFor()  # what the executor says the agent is held to
         self._fired: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
         self._fired_initiating: set[tuple[Any, ...]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -187,14 +196,23 @@ class PeachAdapter:
 
     def initiating(self) -> list[FeasibleAction]:
         """The actions that open a new enactment."""
-        return [self._feasible(e) for e in self.state.initiating(self.role)]
+        return self._offer(self.state.initiating(self.role))
 
     def _enabled_in(self, root: tuple[Any, ...]) -> list[FeasibleAction]:
         cached = self._enabled_cache.get(root)
         if cached is None:
-            cached = [self._feasible(e) for e in self.state.enabled(self.role, root)]
+            cached = self._offer(self.state.enabled(self.role, root))
             self._enabled_cache[root] = cached
         return cached
+
+    def _offer(self, enablements: Iterable[Enablement]) -> list[FeasibleAction]:
+        """Feasible actions of ``enablements``, as far as what the agent acts for
+        allows (another seller's price is not this agent's to set)."""
+        acts_for = self._acts_for
+        if not acts_for:
+            return [self._feasible(e) for e in enablements]
+        narrowed = (acts_for.narrow(e) for e in enablements)
+        return [self._feasible(e) for e in narrowed if e is not None]
 
     def _feasible(self, enablement: Any) -> FeasibleAction:
         return FeasibleAction(enablement, self.role, self.new_key, self.state)
@@ -313,7 +331,10 @@ class PeachAdapter:
         for key in action.keys:
             if key not in given:
                 probe[key] = self.new_key()
-        violation = self.state.violation(ActionInstance(action, probe), {self.role})
+        instance = ActionInstance(action, probe)
+        violation = self.state.violation(instance, {self.role})
+        if violation is None and self._acts_for:
+            violation = self._acts_for.refuses(self.name, instance)
         where = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "a new enactment"
         reason = f": {violation.message}" if violation else ""
         rule = violation.rule if violation else None
@@ -416,6 +437,7 @@ class PeachAdapter:
         """Share the executor's view of the protocol (at start)."""
         self._view = view
         self._enabled_cache.clear()
+        self._acts_for = self.executor.acts_for(self)
 
     def _after(
         self,

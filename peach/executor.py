@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from langshaw import ActionInstance, LangshawProtocol
 from peach.errors import ExecutorError
 from peach.view import View, signature
+from strabo.core.acts_for import ActsFor
 from strabo.core.batch import Batch
 
 log = logging.getLogger("strabo.peach")
@@ -194,6 +195,11 @@ class Executor:
 
     async def _admit(self, adapter: Member) -> None:
         """Check that ``adapter`` may join (its name and role)."""
+
+    def acts_for(self, adapter: Member) -> ActsFor:
+        """The bindings the MAS holds ``adapter``'s agent to (``acts_for`` in its
+        configuration); the adapter offers only what they allow."""
+        return ActsFor()
 
     def _new_feed(self, protocol: LangshawProtocol) -> _Feed:
         return _Feed(self, protocol)

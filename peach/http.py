@@ -32,6 +32,7 @@ from peach._http1 import Client, Response, TransportError
 from peach._sse import Decoder
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
+from strabo.core.acts_for import ActsFor
 from strabo.core.batch import Batch, Entry
 
 log = logging.getLogger("strabo.peach")
@@ -84,6 +85,7 @@ class SyncExecutor(Executor):
         self._client: _Client | None = None
         self.agent: str | None = None
         self.roles: dict[str, list[str]] = {}
+        self._acts_for = ActsFor()
 
     def _path(self, adapter: Member, tail: str) -> str:
         return (
@@ -110,11 +112,15 @@ class SyncExecutor(Executor):
         info = response.json()
         self.agent = info["agent"]
         self.roles = info["roles"]
+        self._acts_for = ActsFor.of(info.get("acts_for") or {})  # older servers: none
 
     async def _disconnect(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+    def acts_for(self, adapter: Member) -> ActsFor:
+        return self._acts_for
 
     async def _admit(self, adapter: Member) -> None:
         if adapter.name != self.agent:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Sequence
 from langshaw import ActionInstance
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
+from strabo.core.acts_for import ActsFor
 from strabo.core.batch import Batch
 from strabo.core.errors import Rejected, ServiceError
 from strabo.core.server import SyncServer
@@ -52,6 +53,9 @@ class LocalExecutor(Executor):
                 status=403,
                 code="forbidden",
             )
+
+    def acts_for(self, adapter: Member) -> ActsFor:
+        return self.server.agent(self.mas, adapter.name).acts_for
 
     async def _send(
         self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str

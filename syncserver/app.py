@@ -95,6 +95,7 @@ def create_app(
                 "mas": system.name,
                 "agent": agent.name,
                 "roles": {p: sorted(r) for p, r in agent.roles.items()},
+                "acts_for": agent.acts_for.describe(),
                 "protocols": list(system.protocols),
                 "policy": server.policy,
             }
@@ -110,6 +111,7 @@ def create_app(
                     {
                         "name": name,
                         "roles": {p: sorted(r) for p, r in config.roles.items()},
+                        "acts_for": config.acts_for.describe(),
                         "url": config.url,
                         **presence.describe(system.name, name),
                     }

@@ -41,6 +41,7 @@ class Harness:
         self._stack = contextlib.AsyncExitStack()
         self.adapters: list[PeachAdapter] = []
         self._executors: dict[str, Executor] = {}
+        pins = options.get("acts_for") or {}
         self.directory = Directory.of(
             protocols,
             {
@@ -48,6 +49,7 @@ class Harness:
                     "roles": list(roles),
                     "token": f"{a}-token",
                     "url": f"http://127.0.0.1:{free_port()}",
+                    **({"acts_for": pins[a]} if a in pins else {}),
                 }
                 for a, roles in agents.items()
             },

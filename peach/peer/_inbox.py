@@ -181,11 +181,11 @@ class Inbox:
 
     def _accept(self, ledger: Ledger, message: Waiting) -> dict[str, Any]:
         """Check a message whose context is all here; keep it or refuse it."""
-        roles = self.directory.peers[message.sender].plays(ledger.protocol.name)
-        violation = receivable(
+        sender = self.directory.peers[message.sender]
+        violation = sender.acts_for.check(sender.name, message.instances) or receivable(
             ledger.view.state,
             message.instances,
-            roles,
+            sender.plays(ledger.protocol.name),
             [ledger.known[c] for c in message.context],
             context_is_state=ledger.is_whole(message.instances, message.context),
         )

@@ -26,12 +26,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawProtocol
 from peach.errors import ExecutorError
+from strabo.core.acts_for import ActsFor
 from strabo.core.config import ConfigError, MASConfig, build_config, load_config
 
 AGENT_HEADER = "x-strabo-agent"
@@ -46,6 +47,7 @@ class Peer:
     secret: str
     roles: Mapping[str, frozenset[str]]  # protocol name -> roles it plays
     url: str | None = None
+    acts_for: ActsFor = field(default_factory=ActsFor)  # bindings it is held to
 
     def plays(self, protocol: str) -> frozenset[str]:
         return self.roles.get(protocol, frozenset())
@@ -110,7 +112,7 @@ class Directory:
             raise ExecutorError(
                 f"{source} has no system {mas!r} (it has {', '.join(systems) or 'none'})"
             )
-        peers = [Peer(a.name, a.token, a.roles, a.url) for a in chosen.agents.values()]
+        peers = [Peer(a.name, a.token, a.roles, a.url, a.acts_for) for a in chosen.agents.values()]
         return cls(mas, chosen.protocols.values(), peers)
 
     def peer(self, name: str) -> Peer:

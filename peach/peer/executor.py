@@ -34,6 +34,7 @@ from peach.peer._store import PeerStore, PeerStoreError, Record, Refusal, open_p
 from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory, sign
 from peach.peer.transport import Transport, Unreachable
 from peach.view import signature
+from strabo.core.acts_for import ActsFor
 from strabo.core.batch import Batch
 
 log = logging.getLogger("strabo.peach.peer")
@@ -203,6 +204,9 @@ class PeerExecutor(Executor):
                 f"(it plays {', '.join(sorted(played)) or 'nothing'})"
             )
 
+    def acts_for(self, adapter: Member) -> ActsFor:
+        return self.me.acts_for
+
     def _new_feed(self, protocol: LangshawProtocol) -> _Feed:
         ledger = self._ledger(protocol.name)
         return _Feed(self, protocol, view=ledger.view, applied=ledger.seq)
@@ -219,7 +223,9 @@ class PeerExecutor(Executor):
         self._started(adapter)
         ledger = self._ledger(adapter.protocol.name)
         items = list(instances)
-        violation = ledger.view.state.check(items, self.me.plays(ledger.protocol.name))
+        violation = self.me.acts_for.check(self.agent, items) or ledger.view.state.check(
+            items, self.me.plays(ledger.protocol.name)
+        )
         if violation is not None:
             raise ActionRejected(violation, items)
         recipients = self.directory.recipients(ledger.protocol.name, self.agent)

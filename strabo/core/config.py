@@ -12,6 +12,7 @@ protocols = ["../protocols/purchase.lsh"]   # relative to this file, or a bundle
 roles = ["Buyer"]                # or "Purchase:Buyer" when several protocols share a role name
 token_env = "BUYER_TOKEN"        # or token = "..."
 url = "http://127.0.0.1:8401"    # peer to peer only: where this agent listens
+acts_for = { "RFQ.buyer" = "ann" } # optional: bindings it is held to (strabo.core.acts_for)
 ```
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawError, LangshawProtocol
+from strabo.core.acts_for import ActsFor
 from strabo.core.limits import NAMES as LIMIT_NAMES
 from strabo.core.limits import Limits, limits_from
 
@@ -45,6 +47,7 @@ class AgentConfig:
     token: str
     roles: Mapping[str, frozenset[str]]  # protocol name -> roles played
     url: str | None = None  # where it listens, when agents enact peer to peer
+    acts_for: ActsFor = field(default_factory=ActsFor)  # bindings it is held to
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class Config:
 
 
 _MAS_FIELDS = {"protocols", "agents"}
-_AGENT_FIELDS = {"roles", "token", "token_env", "url"}
+_AGENT_FIELDS = {"roles", "token", "token_env", "url", "acts_for"}
 _SERVER_FIELDS = {"policy", "batch_window_ms", "db", *LIMIT_NAMES}
 
 
@@ -216,7 +219,9 @@ def _agents(
             continue
         for key in spec:
             if key not in _AGENT_FIELDS:
-                problem(f"{here}.{key}", "unknown field (known: roles, token, token_env, url)")
+                problem(
+                    f"{here}.{key}", "unknown field (known: roles, token, token_env, url, acts_for)"
+                )
         token = _token(spec, here, env, problem)
         roles = _roles(spec.get("roles"), protocols, here, problem)
         url = spec.get("url")
@@ -225,8 +230,13 @@ def _agents(
         ):
             problem(f"{here}.url", f"must be an http:// or https:// URL, not {url!r}")
             url = None
+        acts_for = ActsFor.parse(
+            spec.get("acts_for"), protocols.values(), f"{here}.acts_for", problem
+        )
         if token is not None and roles is not None:
-            agents[name] = AgentConfig(name=name, token=token, roles=roles, url=url)
+            agents[name] = AgentConfig(
+                name=name, token=token, roles=roles, url=url, acts_for=acts_for
+            )
     return agents
 
 

@@ -18,6 +18,7 @@ RULE_STATUS = {
     "missing-attribute": 422,
     "key": 422,
     "role": 403,
+    "acts-for": 403,
     "duplicate": 409,
     "dependency": 409,
     "nono": 409,

@@ -81,18 +81,25 @@ class SyncServer:
         *,
         mas: str = "default",
         tokens: Mapping[str, str] | None = None,
+        acts_for: Mapping[str, Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> SyncServer:
         """A server for one MAS built in code: ``agents`` maps a name to its roles
-        (``"Role"`` or ``"Protocol:Role"``); tokens default to the agent names."""
+        (``"Role"`` or ``"Protocol:Role"``); tokens default to the agent names;
+        ``acts_for`` maps a name to its pins (strabo.core.acts_for)."""
         from strabo.core.config import build_config
 
+        pins = acts_for or {}
         data = {
             "mas": {
                 mas: {
                     "protocols": list(protocols),
                     "agents": {
-                        name: {"roles": list(roles), "token": (tokens or {}).get(name, name)}
+                        name: {
+                            "roles": list(roles),
+                            "token": (tokens or {}).get(name, name),
+                            **({"acts_for": pins[name]} if name in pins else {}),
+                        }
                         for name, roles in agents.items()
                     },
                 }
@@ -238,6 +245,9 @@ class SyncServer:
                         index=index,
                     )
                 )
+        violation = agent.acts_for.check(agent.name, parsed)
+        if violation is not None:
+            raise Rejected(violation)
         return await ledger.attempt(Attempt(parsed, agent.name, roles, attempt_id))
 
     @staticmethod

@@ -177,8 +177,10 @@ async def simulate(
         raise ValueError(f"{scenario.name}: no agent to run")
     # Tokens of plain ASCII whatever the names (a header carries them over HTTP).
     tokens = {name: f"agent-{i}-token" for i, name in enumerate(roles)}
+    acts_for = {name: {target: name for target in spec.acts_for}
+                for spec in scenario.agents if spec.acts_for for name in spec.names()}
     server = SyncServer.embedded([scenario.protocol], roles, tokens=tokens,
-                                 policy=scenario.policy)
+                                 acts_for=acts_for, policy=scenario.policy)
     caller = PolicyCaller(scenario.policy_timeout)
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

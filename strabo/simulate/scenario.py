@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawError, LangshawProtocol
+from strabo.core.acts_for import ActsFor
 from strabo.simulate._locate import line_of
 from strabo.simulate.move import Policy
 
@@ -58,7 +59,7 @@ _SECTIONS = {
 }
 _CHART = ("x", "y", "series", "title")
 _AGENT = ("role", "kind", "count", "policy", "params", "persona", "goal", "provider", "model",
-          "base_url", "max_calls")
+          "base_url", "max_calls", "acts_for")
 
 
 class ScenarioError(Exception):
@@ -88,6 +89,9 @@ class AgentSpec:
     model: str | None = None
     base_url: str | None = None
     max_calls: int | None = None
+    # Attributes ("seller", "Take.queue") each agent may bind only to its own
+    # name: the server refuses, and the adapter does not offer, anything else.
+    acts_for: tuple[str, ...] = ()
     base: Path = Path(".")  # the scenario's folder: policy modules may sit there
 
     def names(self) -> list[str]:
@@ -500,12 +504,30 @@ class _Checker:
         strings = {k: self.string(table, (*where, k))
                    for k in ("persona", "provider", "model", "base_url")}
         max_calls = self.positive(table, (*where, "max_calls"))
+        acts_for = self.acts_for(table.get("acts_for"), (*where, "acts_for"), protocol)
         if role is None:
             return None
         return AgentSpec(
             name=where[-1], role=role, kind=kind, count=count, policy=policy,
-            params=dict(params), goal=goal, max_calls=max_calls, base=self.base, **strings,
+            params=dict(params), goal=goal, max_calls=max_calls, acts_for=acts_for,
+            base=self.base, **strings,
         )
+
+    def acts_for(self, value: Any, where: tuple[str, ...],
+                 protocol: LangshawProtocol | None) -> tuple[str, ...]:
+        """``acts_for = "seller"`` or a list: attributes, or ``Action.attribute``,
+        that the agent binds to its own name only."""
+        if value is None:
+            return ()
+        targets = [value] if isinstance(value, str) else value
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            self.problem(where, 'must be an attribute or a list of them, e.g. "seller" or '
+                                '["Take.queue", "Send.sender"]')
+            return ()
+        if protocol is not None:
+            ActsFor.parse({t: "" for t in targets}, [protocol], "",
+                          lambda at, message: self.problem(where, f"{at.lstrip('.')}: {message}"))
+        return tuple(targets)
 
 
 def _import_policy(reference: str, base: Path) -> Callable[..., Any] | str:

@@ -301,6 +301,7 @@ async def test_reading_state(api) -> None:
         "mas": "default",
         "agent": "platform",
         "roles": {"SimpleUCP": ["Platform"]},
+        "acts_for": {},
         "protocols": ["SimpleUCP", "IncrementalUCP"],
         "policy": "instant",
     }
@@ -343,6 +344,7 @@ async def test_agents_listing_shows_roles_streams_and_attempts(api) -> None:
     assert before["platform"] == {
         "name": "platform",
         "roles": {"SimpleUCP": ["Platform"]},
+        "acts_for": {},
         "url": None,
         "connected": False,
         "streams": {},
