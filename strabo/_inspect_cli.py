@@ -32,7 +32,8 @@ Examples:
   strabo inspect http://127.0.0.1:8000 --token buyer-secret --mas purchase
   strabo inspect http://127.0.0.1:8500/inspect
 
-Exit status: 0 when it printed, 1 when URL could not be read, 2 for a usage error.
+Exit status: 0 when it printed, 1 when URL could not be read (or the output
+was closed before all of it was printed, as by '| head -1'), 2 for a usage error.
 """
 
 AGENT_KIND = "strabo.agent"
@@ -87,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
         with httpx.Client(timeout=args.timeout) as client:
             kind, data = _identify(_Reader(client, deadline, args.timeout), url, args)
         if args.json:
-            print(json.dumps(data, indent=2))
-            return 0
+            return _emit(json.dumps(data, indent=2))
         lines = agent_lines(data) if kind == "agent" else server_lines(url, data)
     except _Failure as exc:
         print(f"strabo inspect: {_clean(str(exc))}", file=sys.stderr)
@@ -107,7 +107,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print("\n".join(_clean(line) for line in lines))
+    return _emit("\n".join(_clean(line) for line in lines))
+
+
+def _emit(text: str) -> int:
+    """Print ``text``; a reader that stops early (``| head -1``) is no error to
+    report. Python would raise BrokenPipeError here and again when it flushes
+    stdout at exit (a traceback after the output); pointing stdout at devnull
+    makes that last flush harmless."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
     return 0
 
 
@@ -155,9 +170,10 @@ def _identify(reader: _Reader, url: str, args: argparse.Namespace) -> tuple[str,
         )
     token = args.token or os.environ.get("STRABO_TOKEN")
     if not token:
+        other = " (or --mas NAME for another MAS)" if args.mas == "default" else ""
         raise _Failure(
             f"{url} is a SyncServer: give the token of an agent of MAS {args.mas!r} "
-            "(--token or STRABO_TOKEN) to list its agents"
+            f"(--token or STRABO_TOKEN) to list its agents{other}"
         )
     answer = reader.get(
         f"{url}/mas/{quote(args.mas, safe='')}/agents",
@@ -217,7 +233,7 @@ def agent_lines(data: Mapping[str, Any]) -> list[str]:
     lines = [f"agent {data.get('agent')}"]
     for key, value in data.items():
         if key not in {"kind", "agent", "roles"}:
-            lines.append(f"  {key}: {_short(value)}")
+            lines.append(f"  {key}: {_field(value)}")
     for role in data.get("roles", []):
         lines.extend(_role_lines(role))
     return lines
@@ -293,6 +309,22 @@ def _role_lines(role: Mapping[str, Any]) -> list[str]:
 
 def _keys(keys: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in keys.items())
+
+
+def _field(value: Any) -> str:
+    """One field an agent adds (an LLM agent's counters, tools, goal), shown
+    like the roles' fields: a flat table as ``name value, ...``, a list of
+    plain values comma-separated, anything deeper as JSON."""
+    plain = (str, int, float, bool, type(None))
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Mapping) and all(isinstance(v, plain) for v in value.values()):
+        return _short(", ".join(f"{k} {_field(v)}" for k, v in value.items()) or "-")
+    if isinstance(value, list) and all(isinstance(v, plain) for v in value):
+        return _short(", ".join(_field(v) for v in value) or "-")
+    if isinstance(value, plain):
+        return _short(str(value) if value is not None else "-")
+    return _short(value)
 
 
 def _short(value: Any, limit: int = 300) -> str:

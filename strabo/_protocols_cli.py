@@ -17,7 +17,9 @@ CHECK_DESCRIPTION = (
     check_cli.DESCRIPTION
     + """
 A FILE that does not exist but names a bundled protocol checks that one:
-'strabo check atomic-ucp purchase' ('strabo protocols' lists them).
+'strabo check atomic-ucp purchase' ('strabo protocols' lists them). The
+pattern protocols are named with their folder, 'patterns/market', or without
+it, 'market', when no other bundled protocol has that name.
 """
 )
 
@@ -27,6 +29,12 @@ List the protocols bundled with strabo, or print one.
   strabo protocols                 the names, each with what it is about
   strabo protocols atomic-ucp      the protocol's text (save it, edit it)
   strabo protocols --path NAME     where the file is installed
+
+The pattern protocols (docs/patterns.md) are listed as patterns/NAME; NAME
+alone also finds one when no other bundled protocol has that name (so
+'market' is 'patterns/market'). Wherever a protocol file is expected
+('strabo check', configurations, 'strabo agent'), a file of that name in the
+working directory wins over the bundled one.
 """
 
 

@@ -3,13 +3,19 @@
 In a checkout they are the files of ``protocols/``; in an installed wheel the
 same files sit in the package (``strabo/protocols/``). Either way, a name such as
 ``atomic-ucp`` (the file name without ``.lsh``) finds one.
+
+The pattern protocols sit one folder down (``protocols/patterns/market.lsh``),
+next to their simulation scenarios; their name is ``patterns/market``. The
+folder may be left out (``market``) when no other bundled protocol has that
+name: the top-level protocols came first and keep their names, so a pattern
+whose name one of them has, or that two folders share, needs its folder.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["describe", "directory", "find", "names", "path"]
+__all__ = ["describe", "directory", "find", "names", "path", "scenario_names"]
 
 
 def directory() -> Path:
@@ -23,28 +29,46 @@ def directory() -> Path:
     )
 
 
+def _files() -> dict[str, Path]:
+    """Every bundled protocol by its full name: ``purchase``, ``patterns/market``."""
+    root = directory()
+    found = {p.stem: p for p in root.glob("*.lsh")}
+    for p in root.glob("*/*.lsh"):
+        found[f"{p.parent.name}/{p.stem}"] = p
+    return found
+
+
 def names() -> list[str]:
-    """Every bundled protocol's name, sorted."""
-    return sorted(p.stem for p in directory().glob("*.lsh"))
+    """Every bundled protocol's full name, sorted: the top-level ones, then those
+    in folders (``patterns/market``)."""
+    return sorted(_files(), key=lambda n: ("/" in n, n))
 
 
 def path(name: str) -> Path:
-    """The file of the bundled protocol ``name`` (with or without ``.lsh``)."""
+    """The file of the bundled protocol ``name`` (with or without ``.lsh``): a
+    full name, or a folder's protocol without its folder when that is unambiguous.
+    Only names the bundle holds are looked up, so ``../x`` finds nothing."""
     stem = name.removesuffix(".lsh")
-    found = directory() / f"{stem}.lsh"
-    if not found.is_file():
-        raise KeyError(f"no bundled protocol named {name!r} (bundled: {', '.join(names())})")
-    return found
+    files = _files()
+    if stem in files:
+        return files[stem]
+    short = [full for full in files if "/" in full and full.rsplit("/", 1)[1] == stem]
+    if len(short) == 1:
+        return files[short[0]]
+    if short:
+        raise KeyError(f"{name!r} is ambiguous: say which, {' or '.join(sorted(short))}")
+    raise KeyError(f"no bundled protocol named {name!r} (bundled: {', '.join(names())})")
 
 
 def find(name: str, base: Path | None = None) -> Path | None:
     """What ``name`` means where a protocol file is expected: the file (relative
-    to ``base``) if it exists, else the bundled protocol of that name, else None.
-    A name with a path separator is only ever a path."""
+    to ``base``) if it exists, else the bundled protocol of that name
+    (``purchase``, ``patterns/market``, ``market``), else None. A file always
+    wins, so a project's own ``patterns/market.lsh`` is the one it means."""
     file = (base or Path()) / name
     if file.is_file():
         return file
-    if "/" in name or "\\" in name:
+    if "\\" in name:
         return None
     try:
         return path(name)
@@ -52,14 +76,25 @@ def find(name: str, base: Path | None = None) -> Path | None:
         return None
 
 
+def scenario_names() -> list[str]:
+    """The simulation scenarios shipped with the pattern protocols (``market``
+    for ``patterns/market.toml``), sorted; none if the folder is missing."""
+    try:
+        folder = directory() / "patterns"
+    except FileNotFoundError:
+        return []
+    return sorted(p.stem for p in folder.glob("*.toml"))
+
+
 def describe(name: str) -> str:
     """What a bundled protocol is about, in one line: its first comment's first
     sentence, or its roles if it has no comment (the paper's listings have none)."""
     from langshaw import LangshawProtocol
 
-    protocol = LangshawProtocol.load(path(name))
+    file = path(name)
+    protocol = LangshawProtocol.load(file)
     comment: list[str] = []
-    for line in path(name).read_text(encoding="utf-8").splitlines()[1:]:
+    for line in file.read_text(encoding="utf-8").splitlines()[1:]:
         text = line.strip()
         if text.startswith("#"):
             comment.append(text.lstrip("#").strip())

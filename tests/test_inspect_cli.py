@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 
 import pytest
 
@@ -13,6 +15,7 @@ from strabo.cli import main
 from strabo.core.serving import free_port, serve
 from tests.conftest import load
 from tests.harness import Harness
+from tests.processes import ROOT
 
 SIMPLE = load("atomic-ucp.lsh")
 AGENTS = {"platform": ["Platform"], "business": ["Business"]}
@@ -44,7 +47,11 @@ async def test_a_syncserver_lists_its_agents(capsys: pytest.CaptureFixture[str])
             code, out, _ = await inspect(capsys, h.url, "--token", "business-token", "--json")
             assert code == 0 and json.loads(out)["mas"] == "default"
             code, _, err = await inspect(capsys, h.url)
-            assert code == 1 and "give the token of an agent" in err
+            assert code == 1 and "give the token of an agent of MAS 'default'" in err
+            assert err.rstrip().endswith("to list its agents (or --mas NAME for another MAS)")
+            code, _, err = await inspect(capsys, h.url, "--mas", "ucp")  # --mas given: no hint
+            assert code == 1 and err.rstrip().endswith("of MAS 'ucp' (--token or STRABO_TOKEN) "
+                                                       "to list its agents")
             code, _, err = await inspect(capsys, h.url, "--token", "wrong")
             assert code == 1 and "answered 401" in err
             code, _, err = await inspect(capsys, h.url, "--token", "business-token", "--mas", "x")
@@ -102,3 +109,55 @@ async def test_neither_kind_nor_reachable(capsys: pytest.CaptureFixture[str]) ->
     assert code == 1 and "cannot read" in err
     code, _, err = await inspect(capsys, "ftp://x")
     assert code == 2 and "not an http://" in err
+
+
+async def test_an_llm_agents_own_fields_read_as_lines(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What an LLM agent adds beside its roles (peach.llm.agent's inspect) is
+    printed like the roles' fields, not as raw JSON."""
+    extra = {
+        "decider": "LLM (anthropic, claude-x)",
+        "pending_decisions": [],
+        "deciding": False,
+        "waiting_for": ["Created"],
+        "tools": ["Complete", "Create"],
+        "counters": {"decisions": 3, "llm calls": 4, "failed calls": 0, "tokens": 1200},
+        "plan": {"next": ["Complete"]},  # deeper than a flat table: JSON, as before
+    }
+    app = inspection_app(lambda: describe("platform", [], extra))
+    async with serve(app) as url:
+        code, out, err = await inspect(capsys, url)
+    assert code == 0, err
+    assert out.splitlines() == [
+        "agent platform",
+        "  decider: LLM (anthropic, claude-x)",
+        "  pending_decisions: -",
+        "  deciding: no",
+        "  waiting_for: Created",
+        "  tools: Complete, Create",
+        "  counters: decisions 3, llm calls 4, failed calls 0, tokens 1200",
+        '  plan: {"next": ["Complete"]}',
+    ]
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+async def test_a_reader_that_stops_early_gets_no_traceback(as_json: bool) -> None:
+    """``strabo inspect URL --json | head -1``: the reader leaves before the
+    output is written. Here its end of the pipe is closed before strabo starts,
+    so every write fails, as the last ones do under head."""
+    app = inspection_app(lambda: describe("platform", [], {"notes": ["x" * 100] * 2000}))
+    read, write = os.pipe()
+    os.close(read)  # nobody will read: writing raises BrokenPipeError
+    async with serve(app) as url:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "strabo.cli", "inspect", url,
+                *(["--json"] if as_json else []),
+                stdout=write, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+            )
+        finally:
+            os.close(write)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert err.decode() == ""  # no traceback, no "Exception ignored" at exit
+    assert proc.returncode == 1

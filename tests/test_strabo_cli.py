@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -28,8 +29,12 @@ def test_protocols_lists_every_bundled_file(tmp_path) -> None:
     result = strabo("protocols", cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr
     names = [line.split()[0] for line in result.stdout.splitlines()]
-    assert names == sorted(p.stem for p in PROTOCOLS.glob("*.lsh"))
-    assert "purchase           Purchase: A buyer asks for quotes on an item" in result.stdout
+    patterns = sorted(f"patterns/{p.stem}" for p in PROTOCOLS.glob("patterns/*.lsh"))
+    assert len(patterns) >= 4  # market, sequential, broadcast, queue at least
+    assert names == sorted(p.stem for p in PROTOCOLS.glob("*.lsh")) + patterns
+    assert "patterns/market      Market: A posted-price market in rounds" in result.stdout
+    assert re.search(r"^purchase +Purchase: A buyer asks for quotes on an item$", result.stdout,
+                     re.M)
 
 
 def test_protocols_prints_one_and_its_path(tmp_path) -> None:
@@ -52,6 +57,26 @@ def test_check_takes_bundled_names_from_anywhere(tmp_path) -> None:
     (tmp_path / "atomic-ucp").write_text("not a protocol\n")
     result = strabo("check", "-q", "atomic-ucp", cwd=str(tmp_path))
     assert result.returncode == 1
+
+
+def test_pattern_protocols_are_found_with_or_without_their_folder(tmp_path) -> None:
+    result = strabo("check", "patterns/market", "market", "queue", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("Market (") == 2 and "3 file(s) valid" in result.stdout
+    text = strabo("protocols", "market", cwd=str(tmp_path)).stdout
+    assert text == (PROTOCOLS / "patterns" / "market.lsh").read_text()
+    where = strabo("protocols", "--path", "patterns/queue.lsh", cwd=str(tmp_path)).stdout
+    assert where.strip().endswith("patterns/queue.lsh")
+    # A file of that name wins over the bundled one, in a folder as at the top.
+    (tmp_path / "patterns").mkdir()
+    (tmp_path / "patterns" / "market").write_text("not a protocol\n")
+    assert strabo("check", "-q", "patterns/market", cwd=str(tmp_path)).returncode == 1
+    assert strabo("check", "-q", "market", cwd=str(tmp_path)).returncode == 0
+
+
+def test_check_help_says_how_patterns_are_named() -> None:
+    text = " ".join(strabo("check", "--help").stdout.split())
+    assert "named with their folder, 'patterns/market', or without it, 'market'," in text
 
 
 def test_only_the_subcommand_given_is_imported() -> None:

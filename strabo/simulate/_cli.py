@@ -21,14 +21,16 @@ passes. A progress bar counts the rounds. Then it writes a report:
   report.md      how the run ended, who played, the table and the chart
 
 SCENARIO is a file, or the name of a scenario shipped with the pattern
-protocols (market, sequential, broadcast, queue). For example:
+protocols (market, sequential, broadcast, queue, and market-llm, the market
+with LLM sellers, which needs a provider's API key). For example:
 
   strabo simulate market --out market-report
   strabo simulate protocols/patterns/market.toml --rounds 12
 
-runs three sellers (coded: fixed, undercutting, following) and twelve buyers
-on the Market pattern and charts each seller's price and balance per round.
-docs/patterns.md describes the patterns and the scenario format.
+runs three coded sellers (one keeps a fixed price, two undercut the cheapest
+rival down to a floor, then start high again) and twelve buyers on the Market
+pattern for twelve rounds, and charts each seller's price and balance per
+round. docs/patterns.md describes the patterns and the scenario format.
 
 Ctrl-C (or SIGTERM) ends the run early: the report is still written, with
 what was finalized until then; a second Ctrl-C gives up on the report.
@@ -65,8 +67,12 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="  ! %(name)s: %(message)s")
     path = Path(args.scenario)
-    if not path.is_file() and "/" not in args.scenario:
-        path = bundled_scenario(args.scenario) or path
+    if not path.is_file() and "/" not in args.scenario and os.sep not in args.scenario:
+        found = bundled_scenario(args.scenario)
+        if found is None:
+            print(f"strabo simulate: {_unknown(args.scenario)}", file=sys.stderr)
+            return 2
+        path = found
     try:
         scenario = load_scenario(path)
     except ScenarioError as exc:
@@ -114,6 +120,17 @@ def run(args: argparse.Namespace) -> int:
     if result.reason == "interrupted":
         return 130
     return 0 if result.ok else 1
+
+
+def _unknown(name: str) -> str:
+    """Why a bare name runs nothing: a typo of a shipped name is likelier than a
+    missing file, so the shipped names are the help (read from the installed
+    folder, so that a scenario added there is listed without a change here)."""
+    from strabo.bundled import scenario_names
+
+    shipped = ", ".join(scenario_names()) or "none: this installation has no patterns folder"
+    return (f"{name!r} is neither a scenario file nor a scenario shipped with strabo "
+            f"(shipped: {shipped})")
 
 
 def _unwritable(out: Path) -> str | None:
