@@ -8,8 +8,11 @@ and :meth:`Cluster.stop` shuts it down and deletes the directory. The binaries
 are looked for in ``$STRABO_PG_BIN``, on ``PATH``, in the distribution's
 directories (``/usr/lib/postgresql/*/bin``, ...), and last in the ``pgserver``
 package, a dev dependency that ships them, so that ``make test`` needs nothing
-installed beforehand. PostgreSQL refuses to run as root: as root, the server
-runs as ``nobody``, and the temporary directory belongs to it.
+installed beforehand where pgserver has wheels (CPython 3.9-3.12 on x86_64, and
+macOS arm64); elsewhere the system's server package is needed, and when nothing
+is found the error names the command that installs it. PostgreSQL refuses to
+run as root: as root, the server runs as ``nobody``, and the temporary directory
+belongs to it.
 """
 
 from __future__ import annotations
@@ -62,10 +65,48 @@ def find_binaries() -> Path:
         if (directory / "initdb").is_file() and (directory / "postgres").is_file():
             return directory
     raise RuntimeError(
-        "no PostgreSQL server binaries found (initdb, postgres): install the dev extras "
-        "(pip install -e '.[dev]', which brings pgserver), or the distribution's "
-        "postgresql package, or set STRABO_PG_BIN to their directory"
+        "no PostgreSQL server binaries (initdb, postgres) in $STRABO_PG_BIN, on PATH, in "
+        f"{', '.join(_DISTRIBUTION_DIRS)} or in the pgserver package: {install_hint()}"
     )
+
+
+def install_hint(
+    os_release: str | None = None, platform: str = sys.platform, pgserver: bool | None = None
+) -> str:
+    """What to install for :func:`find_binaries` to succeed here, as a command:
+    the distribution's server package, or pgserver where it has wheels (the dev
+    extras bring it there, so its absence means they were not installed)."""
+    if os_release is None:
+        with contextlib.suppress(OSError):
+            os_release = Path("/etc/os-release").read_text()
+    if pgserver is None:
+        pgserver = pgserver_has_wheels()
+    ids = set()
+    for line in (os_release or "").splitlines():
+        key, _, value = line.partition("=")
+        if key in ("ID", "ID_LIKE"):
+            ids |= set(value.strip().strip("\"'").split())
+    if ids & {"debian", "ubuntu"}:
+        command = "run sudo apt-get install postgresql (the Debian package)"
+    elif ids & {"fedora", "rhel", "centos"}:
+        command = "run sudo dnf install postgresql-server"
+    elif "alpine" in ids:
+        command = "run sudo apk add postgresql"
+    elif platform == "darwin":
+        command = "run brew install postgresql@16"
+    else:
+        command = "install the system's PostgreSQL server package"
+    extras = ", or pip install -e '.[dev]' (pgserver ships them)" if pgserver else ""
+    return f"{command}{extras}, or set STRABO_PG_BIN to the directory holding them"
+
+
+def pgserver_has_wheels(version: tuple[int, int] | None = None, machine: str = "") -> bool:
+    """Whether pgserver can be installed here (the marker of its line in
+    pyproject.toml: it has wheels for CPython 3.9-3.12 on x86_64 and macOS arm64)."""
+    import platform
+
+    version = version or (sys.version_info.major, sys.version_info.minor)
+    return version < (3, 13) and (machine or platform.machine()) in ("x86_64", "AMD64", "arm64")
 
 
 def _free_port() -> int:

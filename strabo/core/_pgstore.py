@@ -32,7 +32,16 @@ from typing import TYPE_CHECKING, Any
 
 from langshaw import LangshawProtocol
 from strabo.core.batch import Batch
-from strabo.core.store import SharedStore, StoreError, Turn, redact, root_text, rows_of
+from strabo.core.store import (
+    SharedStore,
+    StoreError,
+    Turn,
+    password_of,
+    redact,
+    root_text,
+    rows_of,
+    scrub,
+)
 from strabo.core.store import batches_of as _batches_of
 
 if TYPE_CHECKING:
@@ -122,9 +131,13 @@ class PostgresStore(SharedStore):
                 "a PostgreSQL store needs the asyncpg driver: pip install 'strabo[postgres]'"
             ) from None
         try:
+            # No connection floor (min_size 0): asyncpg restores a floor in the
+            # background, and while the database is away logs a full traceback
+            # per retry. Without one, a turn or the watchdog connects on demand,
+            # and the watchdog says in one line what is wrong.
             self._pool = await asyncpg.create_pool(
                 self.url,
-                min_size=1,
+                min_size=0,
                 max_size=self.pool_size,
                 command_timeout=60,
                 reset=_keep_session,
@@ -145,7 +158,14 @@ class PostgresStore(SharedStore):
             await self._listen()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             await self._close_connections()
-            raise StoreError(f"{redact(self.url)}: cannot open the database: {exc}") from None
+            raise StoreError(
+                f"{redact(self.url)}: cannot open the database: {scrub(str(exc), self.url)}"
+            ) from None
+        except (ValueError, OverflowError) as exc:  # asyncpg could not parse the URL
+            await self._close_connections()
+            raise StoreError(
+                f"{redact(self.url)}: not a valid PostgreSQL URL: {_url_fault(self.url, exc)}"
+            ) from None
         except BaseException:
             await self._close_connections()
             raise
@@ -216,8 +236,12 @@ class PostgresStore(SharedStore):
 
     async def _watchdog(self) -> None:
         """Poll the counters now and then, and reconnect the listener when it drops:
-        notifications sent while it was away are lost, the poll finds their batches."""
+        notifications sent while it was away are lost, the poll finds their batches.
+
+        While the database is away, the same failure is logged once (a warning),
+        not at every retry; its end is logged too."""
         assert self._reconnect is not None
+        failing: str | None = None  # the failure last logged, while it lasts
         while not self._closing:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reconnect.wait(), self.poll_interval)
@@ -231,8 +255,14 @@ class PostgresStore(SharedStore):
                     await self._listen()
                     log.info("listening to %s again", redact(self.url))
                 await self.poll()
+                if failing is not None:
+                    log.warning("PostgreSQL store %s: reachable again", redact(self.url))
+                    failing = None
             except Exception as exc:  # the database is away: try again later
-                log.warning("PostgreSQL store %s: %s", redact(self.url), exc)
+                message = scrub(str(exc), self.url) or type(exc).__name__
+                level = logging.DEBUG if message == failing else logging.WARNING
+                log.log(level, "PostgreSQL store %s: %s", redact(self.url), message)
+                failing = message
                 if self._listener is None or self._listener.is_closed():
                     self._reconnect.set()
                     await asyncio.sleep(min(self.poll_interval, 0.5))  # back-off, not a race fix
@@ -376,6 +406,18 @@ async def _keep_session(_conn: Any) -> None:
 def batches_of(protocol: LangshawProtocol, rows: Iterable[Any]) -> list[Batch]:
     """Batches from asyncpg records (sequences of their columns)."""
     return _batches_of(protocol, rows)
+
+
+def _url_fault(url: str, exc: Exception) -> str:
+    """What is wrong with a URL asyncpg could not parse, without its password.
+
+    A password holding a character that ends the URL's credentials is read by
+    the parser as part of the host or port, and its complaint quotes that piece:
+    then the advice replaces the complaint."""
+    password = password_of(url)
+    if password and any(c in password for c in "/?#[]"):
+        return "percent-encode the password's / ? # [ ] (as %2F %3F %23 %5B %5D)"
+    return scrub(str(exc), url) or type(exc).__name__
 
 
 def _check_dense(mas: str, protocol: str, batches: list[Batch], after: int, last: int) -> None:

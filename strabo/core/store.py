@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from langshaw import ActionInstance, LangshawProtocol
 from strabo.core.batch import Batch, Entry
@@ -446,15 +447,61 @@ def _decode(
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, to print or log (a path is returned as it is)."""
+    """``url`` without its password, to print or log (a path is returned as it is).
+
+    Done on the text rather than through ``urlsplit``, which raises on a
+    malformed URL (an unclosed ``[``; ``.port`` on a port that is no number):
+    the message saying the URL is wrong must neither crash nor show the password.
+    The credentials end at the last ``@`` before the query (or, if there is
+    none, the last at all), so a password with an unencoded ``/``, ``?`` or
+    ``#`` is hidden whole; a ``password=`` query parameter, which libpq also
+    reads, is hidden too."""
     if not is_url(url):
         return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    scheme, _, rest = url.partition("://")
+    userinfo, password = _credentials(rest)
+    if password is not None:
+        user = userinfo.partition(":")[0]
+        rest = f"{user}:***" + rest[len(userinfo) :]
+    return f"{scheme}://{_QUERY_PASSWORD.sub(_hidden, rest)}"
+
+
+def password_of(url: str) -> str | None:
+    """The password in a PostgreSQL URL's credentials (as written), if any."""
+    if not is_url(url):
+        return None
+    return _credentials(url.partition("://")[2])[1]
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (an error about ``url``) with the URL's passwords hidden: the
+    driver's complaint about a malformed URL may quote a piece of it."""
+    password = password_of(url)
+    secrets = {m.group(2) for m in _QUERY_PASSWORD.finditer(url)} if is_url(url) else set()
+    if password:
+        secrets |= {password, unquote(password)}
+    for secret in sorted(filter(None, secrets), key=len, reverse=True):
+        # Whole words only: "p" is not to be hidden in "port" (what a password
+        # matches inside other words of the URL, the redacted URL shows anyway).
+        text = re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", "***", text)
+    return text
+
+
+def _credentials(rest: str) -> tuple[str, str | None]:
+    """The user information of a URL's part after ``://``, and its password."""
+    query = min((i for i in map(rest.find, "?#") if i >= 0), default=len(rest))
+    userinfo, at, _ = rest[:query].rpartition("@")
+    if not at:  # none before the query: a "?" or "#" in the password, unencoded?
+        userinfo, at, _ = rest.rpartition("@")
+    _user, colon, password = userinfo.partition(":")
+    return userinfo, password if at and colon else None
+
+
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&#]*)", re.IGNORECASE)
+
+
+def _hidden(match: re.Match[str]) -> str:
+    return match.group(1) + "***"
 
 
 def is_url(spec: str | Path) -> bool:

@@ -2,7 +2,9 @@
 
 One throwaway cluster for the session (``bench/_pgcluster.py``: initdb in a
 temporary directory, a free loopback port, stopped and deleted at the end), and
-a database of its own for each test, so that tests share no log.
+a database of its own for each test, so that tests share no log. The binaries
+come from pgserver (a dev dependency where it has wheels) or the system's
+PostgreSQL (``bench._pgcluster.find_binaries``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,17 @@ _databases = itertools.count(1)
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
-    cluster = Cluster()
+    """The session's cluster. Without PostgreSQL's binaries the tests that need
+    it fail (never skip: a CI machine missing them must not pass unnoticed),
+    with one line saying what to install."""
+    try:
+        cluster = Cluster()
+    except RuntimeError as exc:
+        missing = str(exc)
+    else:
+        missing = ""
+    if missing:  # failed outside the handler: one line, not a chain of tracebacks
+        pytest.fail(f"the PostgreSQL tests need a server: {missing}", pytrace=False)
     cluster.start()
     try:
         yield cluster

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from strabo.core import load_config
 from strabo.serving import free_port
 from tests.conftest import PROTOCOLS
@@ -42,6 +44,27 @@ async def test_an_unreachable_database_is_refused_at_start(tmp_path: Path) -> No
         status, out, err = await server.finish()
     assert status == 2 and "listening" not in out
     assert "cannot open the database" in err and "hunter2" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("url", "fault"),
+    [
+        ("postgresql://x:hunter2@[::1", "Invalid IPv6 URL"),
+        ("postgresql://u:hunter2@127.0.0.1:notaport/db", "'notaport'"),
+        ("postgresql://u:hunter2/x@127.0.0.1:5432/db", "percent-encode the password's /"),
+    ],
+    ids=["unclosed-bracket", "port-not-a-number", "unencoded-slash"],
+)
+async def test_a_malformed_url_is_one_line_and_exit_2(tmp_path: Path, url: str, fault: str) -> None:
+    async with spawn(
+        strabo("syncserver", "--config", str(config_file(tmp_path)), "--db", url, "--port", "0"),
+        "syncserver",
+    ) as server:
+        status, out, err = await server.finish()
+    assert status == 2 and "listening" not in out, (status, err)
+    [line] = err.strip().splitlines()
+    assert line.startswith("strabo syncserver: postgresql://") and ":***@" in line, line
+    assert "not a valid PostgreSQL URL" in line and fault in line and "hunter2" not in line, line
 
 
 def test_a_url_in_the_configuration_is_not_a_path(tmp_path: Path) -> None:

@@ -10,9 +10,12 @@ hostile load, with ``kill -9`` of one of them.
   TCP front, as behind a load balancer, and resumes through it; event streams
   resume on another instance from the last batch they received.
 * Then the log, read back: numbered 1, 2, 3, ... with no hole; every
-  acknowledged attempt in it where its answer said; replayed through the
-  semantics, no rule broken; every stream received every batch once, in order;
-  the Business answered every checkout, including those of the killed instance.
+  acknowledged attempt in it where its answer said, the platforms' and the
+  Business's alike; replayed through the semantics, no rule broken; every stream
+  received every batch once, in order; the Business answered every checkout,
+  including those of the killed instance.
+
+Two and three instances, under either policy (a few seconds each).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from httpx_sse import aconnect_sse
 from bench._hostile import server_process
 from langshaw import ActionInstance, SocialState
 from peach import FeasibleAction, PeachAdapter, SyncExecutor
+from peach.executor import Member
+from strabo.core.batch import Batch
 from tests.conftest import PROTOCOLS, SIMPLE_CREATE, SIMPLE_CREATED, load
 from tests.harness import until
 
@@ -135,6 +140,24 @@ class Front:
             pass
         finally:
             writer.close()
+
+
+class RecordingExecutor(SyncExecutor):
+    """A SyncExecutor that notes where each acknowledged instance is, as the
+    server's answer says (the batch and the positions of the attempt in it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.acked: list[tuple[str, str, int, int]] = []  # action, cid, seq, position
+
+    async def _send(
+        self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str
+    ) -> tuple[Batch, list[int]]:
+        batch, mine = await super()._send(adapter, instances, attempt_id)
+        for position in mine:
+            done = batch.entries[position].instance
+            self.acked.append((done.action.name, done["cid"], batch.seq, position))
+        return batch, mine
 
 
 @dataclass
@@ -310,14 +333,16 @@ async def conflicts(instances: Instances, cids: list[str]) -> None:
         assert [r.json()["error"]["code"] for r in pair if r.status_code == 409] == ["nono"]
 
 
-@pytest.mark.parametrize(
-    ("count", "options"),
-    [(2, ("--policy", "instant")), (3, ("--policy", "batched", "--batch-window-ms", "3"))],
-    ids=["2-instant", "3-batched"],
-)
+POLICIES = {"instant": ("--policy", "instant"),
+            "batched": ("--policy", "batched", "--batch-window-ms", "3")}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("count", [2, 3])
 async def test_instances_under_load_and_kill_9(
-    tmp_path: Path, pg_url: str, count: int, options: tuple[str, ...]
+    tmp_path: Path, pg_url: str, count: int, policy: str
 ) -> None:
+    options = POLICIES[policy]
     config = config_file(tmp_path)
     rng = random.Random(count)
     async with started(config, pg_url, count, options) as instances:
@@ -328,9 +353,8 @@ async def test_instances_under_load_and_kill_9(
         answered: set[str] = set()
         front = Front(instances)
         async with front as front_url:
-            business = PeachAdapter(
-                "business", SIMPLE, "Business", SyncExecutor(front_url, "business-token", "shop")
-            )
+            executor = RecordingExecutor(front_url, "business-token", "shop")
+            business = PeachAdapter("business", SIMPLE, "Business", executor)
 
             @business.on_enabled("Created")
             async def answer(fa: FeasibleAction) -> None:
@@ -383,6 +407,16 @@ async def test_instances_under_load_and_kill_9(
         assert (entry["action"], entry["bindings"]["cid"], entry["performer"]) == (
             "Create", cid, agent
         ), "an acknowledged attempt is not in the log where its answer said"
+    # The Business's too (some answered through the front after the kill, as a
+    # resend of an attempt the killed instance may have committed): each Created
+    # where its answer said, once per checkout.
+    assert {cid for _, cid, _, _ in executor.acked} >= set(tally.acked)
+    for action, cid, seq, position in executor.acked:
+        entry = by_seq[seq][position]
+        assert (entry["action"], entry["bindings"]["cid"], entry["performer"]) == (
+            action, cid, "business"
+        ), f"the Business's {action} for {cid} is not in the log where its answer said"
+    assert len({cid for _, cid, _, _ in executor.acked}) == len(executor.acked)
     replay(events)
     for number, received in tally.streams.items():
         assert received[: len(seqs)] == seqs, f"stream {number} has a gap or a repeat"

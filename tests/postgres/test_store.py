@@ -2,10 +2,12 @@
 
 What goes in comes out whole and exact (batches, positions, performers, attempt
 ids, values of every JSON kind, optional attributes left absent); reads by range,
-by enactment and by attempt id; a reopened durable store keeps its log; a log
-that no longer fits the protocol is refused. Then what only a shared store
-(PostgreSQL) does: turns that serialize a ledger's writers across servers,
-density, rollback, notifications.
+by enactment and by attempt id; each ledger (MAS and protocol) numbered on its
+own, and read in pages; a reopened durable store keeps its log, its attempt ids
+(a server restarted on it answers a resend with the first answer) and goes on
+numbering; a log that no longer fits the protocol is refused. Then what only a
+shared store (PostgreSQL) does: turns that serialize a ledger's writers across
+servers, density, rollback, notifications.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import asyncpg
 import pytest
 
 from langshaw import ActionInstance, LangshawProtocol
-from strabo.core import Batch, Entry, StoreError, open_store
+from strabo.core import Batch, Entry, Rejected, StoreError, SyncServer, open_store
 from strabo.core._pgstore import _LOCK, PostgresStore
 from strabo.core.store import Store, Turn
 from tests.conftest import PROTOCOLS, SIMPLE_CREATE, SIMPLE_CREATED, load
 
 SIMPLE = load("atomic-ucp.lsh")
+PURCHASE = load("purchase.lsh")
 MAS = "m"
 
 
@@ -69,13 +72,23 @@ def shape(found: list[Batch]) -> list[tuple[int, list[tuple[str, dict[str, Any],
     ]
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def _spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "memory":
         return ":memory:"
     if request.param == "sqlite":
         return str(tmp_path / "log.db")
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _spec(request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The stores that keep their log when closed (not memory)."""
+    return _spec(request, tmp_path)
 
 
 @contextlib.asynccontextmanager
@@ -117,18 +130,106 @@ async def test_batches_read_back_exactly(spec: str) -> None:
         assert "fulfillment_pref" not in first.bindings
 
 
-async def test_a_reopened_store_keeps_its_log(spec: str) -> None:
-    if spec == ":memory:":
-        pytest.skip("a memory store keeps nothing")
+def numbered(first: int, count: int, tag: str) -> list[Batch]:
+    """``count`` batches from seq ``first``, one or two entries each."""
+    return [
+        Batch(
+            "SimpleUCP",
+            seq,
+            tuple(
+                Entry(create(f"{tag}{seq}-{i}"), "platform", f"{tag}{seq}")
+                for i in range(1 + seq % 2)
+            ),
+        )
+        for seq in range(first, first + count)
+    ]
+
+
+def rfq(seq: int) -> Batch:
+    instance = ActionInstance(PURCHASE.action("RFQ"), {"ID": f"r{seq}", "item": "x", "budget": 9})
+    return Batch("Purchase", seq, (Entry(instance, "buyer", f"q{seq}"),))
+
+
+async def test_each_ledger_is_numbered_apart_and_read_in_pages(spec: str) -> None:
+    """Ledgers (MAS, protocol) share the store, not their numbers; a reader
+    paging through one (as a server following the log, or /log) gets every
+    batch once, in order, and nothing past the end."""
     async with opened(spec) as store:
+        # Several appends of several batches each, interleaved with other ledgers'.
+        for n, (first, count) in enumerate([(1, 7), (8, 12), (20, 6)], 1):
+            await store.append(MAS, SIMPLE, numbered(first, count, "m"))
+            await store.append("other", SIMPLE, numbered(n, 1, "o"))
+            await store.append(MAS, PURCHASE, [rfq(n)])
+        assert [b.seq for b in await store.load(MAS, SIMPLE)] == list(range(1, 26))
+        assert shape(await store.load("other", SIMPLE)) == shape(numbered(1, 3, "o"))
+        assert shape(await store.load(MAS, PURCHASE)) == shape([rfq(1), rfq(2), rfq(3)])
+        pages: list[Batch] = []
+        for after in range(0, 30, 10):
+            page = await store.read(MAS, SIMPLE, after, after + 10)
+            assert [b.seq for b in page] == list(range(after + 1, min(after + 10, 25) + 1))
+            pages += page
+        assert shape(pages) == shape(numbered(1, 25, "m"))
+        assert await store.read(MAS, SIMPLE, 25, 99) == []
+        assert await store.read(MAS, SIMPLE, 5, 5) == []
+        assert await store.read("nobody", SIMPLE, 0, 99) == []
+        assert await store.by_root(MAS, SIMPLE, ("no such",)) == []
+        # Entries of one batch stay in their order; attempt ids are found per ledger.
+        [two] = await store.read(MAS, SIMPLE, 8, 9)
+        assert [e.instance["cid"] for e in two.entries] == ["m9-0", "m9-1"]
+        found = await store.find_attempt(MAS, SIMPLE, "m9", "platform", ("m9-0",))
+        assert found is not None and found.seq == 9
+        assert await store.find_attempt("other", SIMPLE, "m9", "platform", ("m9-0",)) is None
+
+
+async def test_a_reopened_store_keeps_its_log_and_goes_on(durable: str) -> None:
+    async with opened(durable) as store:
         await store.append(MAS, SIMPLE, batches())
-    async with opened(spec) as again:
+        await store.append(MAS, PURCHASE, [rfq(1)])
+    async with opened(durable) as again:
         assert shape(await again.load(MAS, SIMPLE)) == shape(batches())
+        # Attempt ids survive: looked up by performer, id and enactment.
+        found = await again.find_attempt(MAS, SIMPLE, "a2", "other", ("c3",))
+        assert found is not None and shape([found]) == shape([batches()[1].only(
+            lambda e: e.performer == "other"
+        )])
+        assert await again.find_attempt(MAS, SIMPLE, "a9", "platform", ("c1",)) is None
+        assert [b.seq for b in await again.by_root(MAS, SIMPLE, ("c1",))] == [1, 2]
+        # Numbering goes on from the last batch, each ledger on its own.
+        await again.append(MAS, SIMPLE, numbered(4, 2, "n"))
+        await again.append(MAS, PURCHASE, [rfq(2)])
+    async with opened(durable) as third:
+        assert [b.seq for b in await third.load(MAS, SIMPLE)] == [1, 2, 3, 4, 5]
+        assert [b.seq for b in await third.load(MAS, PURCHASE)] == [1, 2]
 
 
-async def test_a_log_that_no_longer_fits_the_protocol_is_refused(spec: str) -> None:
-    if spec == ":memory:":
-        pytest.skip("a memory store keeps instances, not their text")
+@pytest.mark.parametrize("policy", ["instant", "batched"])
+async def test_a_restarted_server_answers_a_resend_with_its_first_answer(
+    durable: str, policy: str
+) -> None:
+    """The attempt id, kept in the log, is what lets an agent that lost the
+    answer resend after the server restarted: the same receipt, not a refusal."""
+    agents = {"platform": ["SimpleUCP:Platform"]}
+    options: dict[str, Any] = {"policy": policy, "batch_window_ms": 2}
+
+    async def send(server: SyncServer, cid: str, attempt_id: str) -> Any:
+        agent = server.agent("default", "platform")
+        return await server.attempt("default", "SimpleUCP", agent, [create(cid)], attempt_id)
+
+    async with SyncServer.embedded([SIMPLE], agents, store=durable, **options) as server:
+        await send(server, "c0", "first")
+        before = await send(server, "c1", "lost")
+    async with SyncServer.embedded([SIMPLE], agents, store=durable, **options) as server:
+        again = await send(server, "c1", "lost")
+        assert (again.seq, again.positions) == (before.seq, before.positions) == (2, (0,))
+        with pytest.raises(Rejected) as refused:  # another id: a new attempt, refused
+            await send(server, "c1", "another id")
+        assert refused.value.code == "duplicate"
+        after = await send(server, "c2", "new")
+        assert after.seq == 3
+
+
+async def test_a_log_that_no_longer_fits_the_protocol_is_refused(durable: str) -> None:
+    spec = durable
     text = (PROTOCOLS / "atomic-ucp.lsh").read_text()
     changed = LangshawProtocol.parse(
         text.replace("Created(cid , Create , id:", "Created(cid , Create , note: string , id:")
