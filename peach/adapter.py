@@ -15,14 +15,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from langshaw import (
-    ABSENT,
-    ActionInstance,
-    Enablement,
-    LangshawProtocol,
-    SocialState,
-    json_equal,
-)
+from langshaw import ABSENT, ActionInstance, Enablement, LangshawProtocol, SocialState, json_equal
 from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
@@ -201,17 +194,21 @@ class PeachAdapter:
     def _enabled_in(self, root: tuple[Any, ...]) -> list[FeasibleAction]:
         cached = self._enabled_cache.get(root)
         if cached is None:
-            cached = self._offer(self.state.enabled(self.role, root))
+            cached = self._offer(self.state.enabled(self.role, root), root)
             self._enabled_cache[root] = cached
         return cached
 
-    def _offer(self, enablements: Iterable[Enablement]) -> list[FeasibleAction]:
+    def _offer(
+        self, enablements: Iterable[Enablement], root: tuple[Any, ...] | None = None
+    ) -> list[FeasibleAction]:
         """Feasible actions of ``enablements``, as far as what the agent acts for
         allows (another seller's price is not this agent's to set)."""
         acts_for = self._acts_for
         if not acts_for:
             return [self._feasible(e) for e in enablements]
-        narrowed = (acts_for.narrow(e) for e in enablements)
+        enactment = self.state.enactment(root) if root is not None else None
+        used = enactment.values_of if enactment is not None else None
+        narrowed = (acts_for.narrow(e, used) for e in enablements)
         return [self._feasible(e) for e in narrowed if e is not None]
 
     def _feasible(self, enablement: Any) -> FeasibleAction:
@@ -259,6 +256,10 @@ class PeachAdapter:
                     key,
                     rule="type",
                 )
+        if self._acts_for:  # a pinned key given another value names another's scope
+            refused = self._acts_for.refuses(self.name, ActionInstance(action, dict(bindings)))
+            if refused is not None:
+                raise BindError(refused.message, refused.attribute, rule=refused.rule)
         feasible = self._find(action.name, bindings)
         values: dict[str, Any] = {}
         optional = self.protocol.optional

@@ -231,7 +231,7 @@ def _agents(
             problem(f"{here}.url", f"must be an http:// or https:// URL, not {url!r}")
             url = None
         acts_for = ActsFor.parse(
-            spec.get("acts_for"), protocols.values(), f"{here}.acts_for", problem
+            spec.get("acts_for"), protocols.values(), f"{here}.acts_for", problem, roles
         )
         if token is not None and roles is not None:
             agents[name] = AgentConfig(

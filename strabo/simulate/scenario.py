@@ -504,7 +504,7 @@ class _Checker:
         strings = {k: self.string(table, (*where, k))
                    for k in ("persona", "provider", "model", "base_url")}
         max_calls = self.positive(table, (*where, "max_calls"))
-        acts_for = self.acts_for(table.get("acts_for"), (*where, "acts_for"), protocol)
+        acts_for = self.acts_for(table.get("acts_for"), (*where, "acts_for"), protocol, role)
         if role is None:
             return None
         return AgentSpec(
@@ -513,8 +513,8 @@ class _Checker:
             base=self.base, **strings,
         )
 
-    def acts_for(self, value: Any, where: tuple[str, ...],
-                 protocol: LangshawProtocol | None) -> tuple[str, ...]:
+    def acts_for(self, value: Any, where: tuple[str, ...], protocol: LangshawProtocol | None,
+                 role: str | None) -> tuple[str, ...]:
         """``acts_for = "seller"`` or a list: attributes, or ``Action.attribute``,
         that the agent binds to its own name only."""
         if value is None:
@@ -525,8 +525,10 @@ class _Checker:
                                 '["Take.queue", "Send.sender"]')
             return ()
         if protocol is not None:
-            ActsFor.parse({t: "" for t in targets}, [protocol], "",
-                          lambda at, message: self.problem(where, f"{at.lstrip('.')}: {message}"))
+            played = {protocol.name: [role]} if role is not None else None
+            ActsFor.parse({t: where[-2] for t in targets}, [protocol], "",
+                          lambda at, message: self.problem(where, f"{at.lstrip('.')}: {message}"),
+                          played)
         return tuple(targets)
 
 

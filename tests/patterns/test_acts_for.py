@@ -125,8 +125,12 @@ async def test_an_action_pin_holds_that_action_only() -> None:
         message = {"session": "s", "queue": "bob", "msg": "1", "sender": "ann", "body": "hi"}
         await ann.attempt([ann.build_action("Send", message)])
         forged = {**message, "msg": "2", "sender": "bob"}
+        with pytest.raises(BindError) as unbindable:
+            ann.build_action("Send", forged)
+        assert unbindable.value.rule == "acts-for"
+        send = QUEUES.actions["Send"]
         with pytest.raises(ActionRejected) as refused:
-            await ann.attempt([ann.build_action("Send", forged)])
+            await ann.attempt([ActionInstance(send, {**forged, "Start": True})])
         assert refused.value.violation.rule == "acts-for"
         await ann.sync()
         await bob.sync()
