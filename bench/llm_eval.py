@@ -24,6 +24,13 @@ process, an OpenAI-compatible endpoint that always calls the first offered tool
 with arguments its schema accepts: no run succeeds, but each must end within its
 budget with no protocol violation accepted, which is what the protocols
 guarantee whatever the model does.
+
+A run the agent ended on an error (the model unreachable, say) shows the stop
+reason, not the judge's verdict on the log it left. Exit status: 0 when the
+evaluation ran (whether or not the model succeeded); 1 when a protocol violation
+was accepted, when every run stopped on an error (no run reached the model, or
+none got through: nothing was evaluated), or when --json could not be written
+(the table is printed all the same); 2 for a usage error, found before any run.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 from peach.llm import DEFAULT_MODEL, PROVIDERS, Budget  # noqa: E402
+from peach.llm.agent import check_base_url  # noqa: E402
 from samples.llm.scenarios import SCENARIOS, Outcome  # noqa: E402
 
 
@@ -50,7 +59,12 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Run the LLM agent scenarios and report how they went.",
         epilog="Anthropic needs ANTHROPIC_API_KEY; OpenAI itself OPENAI_API_KEY; a local "
-        "OpenAI-compatible server only --base-url. --recorded and --fake-openai need nothing.",
+        "OpenAI-compatible server only --base-url. --recorded and --fake-openai need nothing. "
+        "Exit status: 0 when the evaluation ran, whatever the model achieved; 1 when a "
+        "protocol violation was accepted, when every run stopped on an error (the model "
+        "unreachable, say: nothing was evaluated), or when --json could not be written; "
+        "2 for a usage error (checked before any run: the options, --base-url, and the "
+        "--json and --transcripts paths).",
     )
     parser.add_argument(
         "--scenario", action="append", choices=sorted(SCENARIOS), metavar="NAME",
@@ -91,6 +105,9 @@ def missing(args: argparse.Namespace) -> str | None:
         return "--recorded and --fake-openai exclude each other"
     if args.recorded or args.fake_openai:
         return None
+    problem = bad_base_url(args)
+    if problem:
+        return problem
     if args.model is None:
         return "--provider openai needs --model: the name the endpoint serves"
     if args.provider == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
@@ -100,6 +117,47 @@ def missing(args: argparse.Namespace) -> str | None:
                                           or os.environ.get("OPENAI_BASE_URL")):
         return ("set OPENAI_API_KEY, or give --base-url of an OpenAI-compatible server "
                 "(or --fake-openai to run offline)")
+    return None
+
+
+def bad_base_url(args: argparse.Namespace) -> str | None:
+    """Why --base-url (or the provider's *_BASE_URL, which the SDK reads) cannot
+    be an endpoint: found now, not as 'not-a-url/chat/completions' in every run."""
+    variable = "OPENAI_BASE_URL" if args.provider == "openai" else "ANTHROPIC_BASE_URL"
+    name, url = (("--base-url", args.base_url) if args.base_url is not None
+                 else (variable, os.environ.get(variable)))
+    if not url:
+        return None
+    try:
+        check_base_url(url, name)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def bad_output(args: argparse.Namespace) -> str | None:
+    """Why the results could not be saved where asked, checked before any run
+    (a run can take minutes; its results must not be lost to a typo). Makes the
+    --transcripts folder."""
+    if args.json:
+        path = Path(args.json)
+        if path.is_dir():
+            return f"--json {args.json}: that is a folder; give a file name"
+        if not path.parent.is_dir():
+            return f"--json {args.json}: the folder {path.parent} does not exist"
+        if not os.access(path if path.exists() else path.parent, os.W_OK):
+            return f"--json {args.json}: not writable"
+    if args.transcripts:
+        folder = Path(args.transcripts)
+        if folder.exists() and not folder.is_dir():
+            return f"--transcripts {args.transcripts}: that is a file, not a folder"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return f"--transcripts {args.transcripts}: cannot make the folder: " \
+                f"{exc.strerror or exc}"
+        if not os.access(folder, os.W_OK):
+            return f"--transcripts {args.transcripts}: the folder is not writable"
     return None
 
 
@@ -140,8 +198,9 @@ async def run_one(name: str, args: argparse.Namespace, n: int) -> dict[str, Any]
         async with model_options(name, args) as reach:
             outcome: Outcome = await SCENARIOS[name].run(**options, **reach)
     except Exception as exc:  # a harness failure is a result too, not a crash of the table
-        return {"scenario": name, "run": n, "success": False, "detail": f"{type(exc).__name__}: "
-                f"{exc}", "status": "harness", "reason": "", "calls": 0, "failed_calls": 0,
+        detail = f"{type(exc).__name__}: {exc}"
+        return {"scenario": name, "run": n, "success": False, "detail": detail,
+                "status": "harness", "reason": detail, "calls": 0, "failed_calls": 0,
                 "attempted": 0, "rejected": 0, "violations": 0, "tokens": 0,
                 "seconds": time.monotonic() - started, "agent_seconds": 0.0}
     report = outcome.report
@@ -163,27 +222,50 @@ async def run_one(name: str, args: argparse.Namespace, n: int) -> dict[str, Any]
     }
 
 
+def stopped_on_error(row: dict[str, Any]) -> bool:
+    """The run ended on an error (the model unreachable or failing, the harness):
+    it says nothing of what the model can do."""
+    return row["status"] in ("error", "harness")
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = (f"{'scenario':<18} {'run':>3} {'ok':>3} {'calls':>5} {'attempted':>9} "
-            f"{'rejected':>8} {'violations':>10} {'tokens':>7} {'seconds':>7}")
+            f"{'rejected':>8} {'violations':>10} {'tokens':>7} {'agent s':>7}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r['scenario']:<18} {r['run']:>3} {'yes' if r['success'] else 'NO':>3} "
             f"{r['calls']:>5} {r['attempted']:>9} {r['rejected']:>8} {r['violations']:>10} "
-            f"{r['tokens']:>7} {r['seconds']:>7.1f}"
+            f"{r['tokens']:>7} {r['agent_seconds']:>7.1f}"
         )
     ok = sum(r["success"] for r in rows)
+    errors = sum(stopped_on_error(r) for r in rows)
     lines.append("-" * len(head))
     lines.append(
         f"{ok}/{len(rows)} runs succeeded; {sum(r['calls'] for r in rows)} LLM calls; "
         f"{sum(r['rejected'] for r in rows)} rejected attempts; "
         f"{sum(r['violations'] for r in rows)} protocol violations accepted"
+        + (f"; {errors} stopped on an error" if errors else "")
+    )
+    lines.append(
+        f"agent s: each agent's own run, which --max-seconds bounds (setup excluded; "
+        f"{sum(r['seconds'] for r in rows):.1f} s wall time in all)"
     )
     for r in rows:
         if not r["success"]:
             lines.append(f"  {r['scenario']} run {r['run']} ({r['status']}): {r['detail']}")
     return "\n".join(lines)
+
+
+def verdict(rows: list[dict[str, Any]]) -> str | None:
+    """Why the evaluation failed as a whole (exit status 1), or None."""
+    violations = sum(r["violations"] for r in rows)
+    if violations:
+        return f"{violations} protocol violation(s) accepted"
+    if rows and all(stopped_on_error(r) for r in rows):
+        return ("every run stopped on an error (see above), so nothing was evaluated; "
+                "check that the model is reachable")
+    return None
 
 
 async def run_all(names: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -193,19 +275,19 @@ async def run_all(names: list[str], args: argparse.Namespace) -> list[dict[str, 
             for n in range(1, args.runs + 1):
                 rows.append(await run_one(name, args, n))
                 row = rows[-1]
+                why = (": " + textwrap.shorten(row["reason"], 140, placeholder=" ...")
+                       if stopped_on_error(row) else "")
                 print(f"  {name} run {n}: {'ok' if row['success'] else 'FAILED'} "
-                      f"({row['status']})", flush=True)
+                      f"({row['status']}{why})", flush=True)
     return rows
 
 
 def main() -> int:
     args = arguments()
-    problem = missing(args)
+    problem = missing(args) or bad_output(args)
     if problem:
         print(f"llm_eval: {problem}", file=sys.stderr)
         return 2
-    if args.transcripts:
-        Path(args.transcripts).mkdir(parents=True, exist_ok=True)
     names = args.scenario or list(SCENARIOS)
     if args.recorded:
         mode = f"scripted answers ({args.provider} wire format)"
@@ -217,12 +299,21 @@ def main() -> int:
     print(f"LLM agent evaluation: {len(names)} scenario(s) x {args.runs} run(s), {mode}\n")
     rows = asyncio.run(run_all(names, args))
     print()
-    print(table(rows))
+    print(table(rows), flush=True)
+    status = 0
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"model": mode, "provider": args.provider, "runs": rows}, indent=2))
-    violations = sum(r["violations"] for r in rows)
-    return 1 if violations else 0
+        try:
+            Path(args.json).write_text(json.dumps(
+                {"model": mode, "provider": args.provider, "runs": rows}, indent=2))
+        except OSError as exc:  # checked up front, yet it can still fail: keep the table
+            print(f"llm_eval: cannot write {args.json}: {exc.strerror or exc} (the table "
+                  "above has the results)", file=sys.stderr)
+            status = 1
+    failed = verdict(rows)
+    if failed:
+        print(f"llm_eval: {failed}", file=sys.stderr)
+        status = 1
+    return status
 
 
 if __name__ == "__main__":

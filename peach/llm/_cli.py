@@ -187,6 +187,8 @@ async def run_agent(
             "(e.g. llama3.1 for Ollama)"
         )
     model = default_model(provider, args.model)
+    if client is None:
+        check_base_url_option(args.base_url, provider)
     problem = missing_key(provider, args.base_url) if client is None else None
     if problem:
         raise UsageError(problem)
@@ -325,6 +327,23 @@ def check_syncserver_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"--syncserver {url!r} is not an http(s) URL (e.g. http://127.0.0.1:8300)")
+
+
+def check_base_url_option(url: str | None, provider: str) -> None:
+    """A --base-url (or the provider's *_BASE_URL variable, which the SDK reads)
+    that cannot be an endpoint is a usage error now, before the embedded SyncServer
+    starts, not a request to 'not-a-url/chat/completions' later."""
+    import os
+
+    from peach.llm.agent import check_base_url
+
+    variable = "OPENAI_BASE_URL" if provider == "openai" else "ANTHROPIC_BASE_URL"
+    name, value = ("--base-url", url) if url is not None else (variable, os.environ.get(variable))
+    if value:
+        try:
+            check_base_url(value, name)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def _roles(args: argparse.Namespace) -> list[tuple[Any, str]]:

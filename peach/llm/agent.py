@@ -15,6 +15,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -50,6 +52,25 @@ from peach.llm.tools import Budget, Hooks, Tool
 log = logging.getLogger("strabo.llm")
 
 Fallback = Callable[["LLMAgent", str], Awaitable[Any]]
+
+
+def check_base_url(url: str, name: str = "base_url") -> None:
+    """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host. The SDKs
+    take any text and fail only at the first request, with a URL made by joining
+    it to a path ('not-a-url/chat/completions'), after everything else started;
+    ``name`` is what the message calls it (an option, a variable)."""
+    from urllib.parse import urlsplit
+
+    example = "e.g. http://127.0.0.1:11434/v1"
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        bare = "://" not in url and re.match(r"[\w.-]+:\d+(/|$)", url.strip())
+        hint = f"; write http://{url.strip()}" if bare else ""  # host:port, no scheme
+        raise ValueError(f"{name} {url!r} is not an http(s) URL with a host ({example}){hint}")
+    try:
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError:
+        raise ValueError(f"{name} {url!r} has no valid port (1 to 65535; {example})") from None
 
 
 class LLMAgent(_Acting):
@@ -111,6 +132,12 @@ class LLMAgent(_Acting):
         self.provider = provider_of(client, provider)
         self.model = default_model(self.provider, model)
         self.client = client
+        if base_url is not None:
+            check_base_url(base_url, "base_url")
+        elif client is None:  # the SDK would read it, and fail only at the first request
+            variable = "OPENAI_BASE_URL" if self.provider == "openai" else "ANTHROPIC_BASE_URL"
+            if os.environ.get(variable):
+                check_base_url(os.environ[variable], variable)
         self.base_url = base_url
         self.api_retries = api_retries
         self._model: Model | None = None

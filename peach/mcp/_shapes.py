@@ -168,7 +168,8 @@ def builtin_tools(adapter: PeachAdapter) -> list[dict[str, Any]]:
                 "properties": {
                     "after": {
                         "type": "integer",
-                        "description": "a sequence number (from history or a previous answer)",
+                        "description": "a sequence number: an action's `seq` (to hear what came "
+                        "after it), a `seq` from history, or a previous `last`",
                     },
                     "timeout": {
                         "type": "number",

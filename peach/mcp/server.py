@@ -378,8 +378,14 @@ class RoleServer:
         note = await self._after(action, done, None)
         root = adapter.state.root_of(done.bindings)
         log.info("%s: %s %s", self.name, action, compact(shown(done, self.redactor), 200))
+        # This action's own sequence number: what others did while it was being
+        # answered (during the attempt's round trip or the after hooks) is already
+        # in the enactment's last_seq, so waiting after that would skip it.
+        seq = next((n for n, i, _ in reversed(adapter.history(root))
+                    if i.name == done.name and i.keys == done.keys), None)
         return {
             "done": action,
+            "seq": seq,
             "keys": done.keys,
             "bindings": shown(done, self.redactor),
             **({"after_hook": note} if note else {}),

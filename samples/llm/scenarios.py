@@ -239,7 +239,11 @@ async def _run(world: World, agent: LLMAgent, name: str,
     await world.settle()
     log, violations = await world.audit({a.name for a in agent.adapters})
     problem = judge(log)
-    if problem is None and not report.ok:
+    if problem is not None and report.status == "error":
+        # Why the run stopped (the model unreachable, say) explains the log, not
+        # the other way round: it comes first, the judge's verdict after.
+        problem = f"the agent stopped on an error: {report.reason} (so: {problem})"
+    elif problem is None and not report.ok:
         problem = f"the agent stopped: {report.status}: {report.reason}"
     return Outcome(name, problem is None, problem or str(report), report, violations, log)
 

@@ -11,9 +11,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from samples.llm import fake_openai
 from samples.llm.scenarios import SCENARIOS
 from strabo import serve
+from strabo.core.serving import free_port
 from tests.conftest import ROOT
 
 KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
@@ -34,8 +37,9 @@ def test_harness_runs_every_scenario_and_reports_the_figures(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "7/7 runs succeeded" in result.stdout
     assert "0 protocol violations accepted" in result.stdout
-    for column in ("calls", "attempted", "rejected", "violations", "seconds"):
+    for column in ("calls", "attempted", "rejected", "violations", "agent s"):
         assert column in result.stdout
+    assert "which --max-seconds bounds (setup excluded" in result.stdout
     runs = json.loads(out.read_text())["runs"]
     assert [r["scenario"] for r in runs] == [
         "purchase", "logistics", "concurrent", "flexible-urgent", "flexible-cheapest",
@@ -101,3 +105,74 @@ def test_harness_without_a_way_to_the_model_says_what_to_do():
         )
         assert result.returncode == 2, (args, result.stderr)
         assert says in result.stderr, (args, result.stderr)
+
+
+def eval_run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "bench/llm_eval.py", *args], capture_output=True, text=True,
+        cwd=ROOT, timeout=timeout, env=keyless(),
+    )
+
+
+def test_an_unreachable_model_is_the_reason_shown_and_fails_the_evaluation():
+    """No run reached the model: the table says so (not the judge's 'found 0'),
+    and the exit status is 1, since nothing was evaluated."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    result = eval_run("--provider", "openai", "--base-url", url, "--model", "m",
+                      "--scenario", "purchase", "--scenario", "logistics")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    for name in ("purchase", "logistics"):
+        assert f"{name} run 1 (error): the agent stopped on an error: the model could not " \
+            "be reached" in result.stdout, result.stdout
+        assert f"{name} run 1: FAILED (error: the model could not be reached" in result.stdout
+    assert "2 stopped on an error" in result.stdout
+    assert "llm_eval: every run stopped on an error" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--json", "/nonexistent/dir/x.json"],
+         "--json /nonexistent/dir/x.json: the folder /nonexistent/dir does not exist"),
+        (["--json", "{tmp}"], "--json {tmp}: that is a folder; give a file name"),
+        (["--transcripts", "{tmp}/file"],
+         "--transcripts {tmp}/file: that is a file, not a folder"),
+        (["--transcripts", "{tmp}/file/sub"],
+         "--transcripts {tmp}/file/sub: cannot make the folder"),
+        (["--provider", "openai", "--base-url", "not-a-url", "--model", "m"],
+         "--base-url 'not-a-url' is not an http(s) URL with a host"),
+        (["--provider", "openai", "--base-url", "127.0.0.1:11434/v1", "--model", "m"],
+         "write http://127.0.0.1:11434/v1"),
+    ],
+)
+def test_bad_outputs_and_base_urls_are_usage_errors_before_any_run(tmp_path, args, says):
+    (tmp_path / "file").write_text("not a folder")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    extra = [] if "--provider" in args else ["--recorded"]
+    result = eval_run(*extra, "--scenario", "purchase", *args, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("llm_eval: "), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # one line, no traceback
+    assert says.replace("{tmp}", str(tmp_path)) in result.stderr
+    assert result.stdout == ""  # no run started
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_results_are_shown_when_the_json_cannot_be_written_at_the_end():
+    """/dev/full passes the check up front and fails at the write: the table
+    still shows the finished runs, and a one-line error says what failed."""
+    result = eval_run("--recorded", "--scenario", "purchase", "--json", "/dev/full")
+    assert result.returncode == 1
+    assert "1/1 runs succeeded" in result.stdout
+    assert result.stderr.strip() == (
+        "llm_eval: cannot write /dev/full: No space left on device (the table above has the "
+        "results)"
+    )
+
+
+def test_the_help_documents_the_exit_status():
+    result = eval_run("--help", timeout=60)
+    text = " ".join(result.stdout.split())
+    assert "Exit status: 0 when the evaluation ran" in text
+    assert "every run stopped on an error" in text

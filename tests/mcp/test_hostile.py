@@ -217,7 +217,7 @@ async def test_concurrent_conflicting_actions_exactly_one_wins():
         done = answer(await client.call_tool("RFQ", {"item": "pen", "budget": 10}))
         enactment = done["keys"]["ID"]
         got = answer(await client.call_tool(
-            "wait_event", {"after": done["enactment"]["last_seq"], "timeout": 10}))
+            "wait_event", {"after": done["seq"], "timeout": 10}))
         [quote] = [e for e in got["events"] if e.get("action") == "Quote"]
         accept, reject = await asyncio.gather(
             client.call_tool("Accept", {"ID": enactment, "chosen": quote["keys"]["qid"],

@@ -115,7 +115,7 @@ async def test_an_mcp_client_enacts_purchase_over_streamable_http():
             done = answer(await session.call_tool("RFQ", {"item": "pen", "budget": 10}))
             assert done["done"] == "RFQ"
             enactment = done["keys"]["ID"]
-            quote, after = await wait_for(session, "Quote", done["enactment"]["last_seq"])
+            quote, after = await wait_for(session, "Quote", done["seq"])
             assert quote["by"] == "seller" and quote["bindings"]["price"] == 4
 
             # What the Buyer may do now, with the schema an LLM agent would be offered.
@@ -208,7 +208,7 @@ async def test_strabo_mcp_over_stdio_joins_a_running_syncserver():
             assert early.is_error and early.structured_content["rule"] == "dependency"
 
             done = answer(await session.call_tool("RFQ", {"item": "pen", "budget": 10}))
-            quote, _ = await wait_for(session, "Quote", done["enactment"]["last_seq"])
+            quote, _ = await wait_for(session, "Quote", done["seq"])
             answer(await session.call_tool("Reject", {"ID": done["keys"]["ID"], "reason": "no"}))
             late = await session.call_tool(
                 "Accept", {"ID": done["keys"]["ID"], "chosen": quote["keys"]["qid"],
@@ -269,7 +269,7 @@ async def test_hooks_supply_secrets_the_client_never_sees_and_a_token_guards_htt
 
             done = answer(await client.call_tool("RFQ", {"item": "pen", "budget": 10}))
             enactment = done["keys"]["ID"]
-            quote, _ = await wait_for(client, "Quote", done["enactment"]["last_seq"])
+            quote, _ = await wait_for(client, "Quote", done["seq"])
             [offer] = [o for o in answer(await client.call_tool("history", {"ID": enactment}))
                        ["you_may"] if o["tool"] == "Accept"]
             assert offer["input_schema"]["required"] == ["chosen", "price"]
