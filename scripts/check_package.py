@@ -28,7 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = [p.stem for p in sorted((ROOT / "protocols").glob("*.lsh"))]
-PATTERNS = [f"patterns/{p.stem}" for p in sorted((ROOT / "protocols" / "patterns").glob("*.lsh"))]
+PATTERN_NAMES = [
+    f"patterns/{p.stem}" for p in sorted((ROOT / "protocols" / "patterns").glob("*.lsh"))
+]
 SCHEMAS = sorted(p.name for p in (ROOT / "protocols").glob("*/*.json"))
 # The pattern protocols and their scenarios (strabo simulate NAME finds them).
 PATTERNS = sorted(p.name for p in (ROOT / "protocols" / "patterns").glob("*.*"))
@@ -106,10 +108,11 @@ def use(venv: Path, work: Path) -> None:
     strabo = str(venv / "bin" / "strabo")
     run([strabo, "--version"], work)
     listing = run([strabo, "protocols"], work)
-    if sorted(line.split()[0] for line in listing.splitlines()) != sorted(BUNDLED + PATTERNS):
-        raise Failed(f"strabo protocols lists {listing!r}, not {BUNDLED + PATTERNS}")
-    run([strabo, "check", *BUNDLED, *PATTERNS, "market"], work)
-    run([strabo, "check", "--verify", *PATTERNS], work)
+    names = sorted(BUNDLED + PATTERN_NAMES)
+    if sorted(line.split()[0] for line in listing.splitlines()) != names:
+        raise Failed(f"strabo protocols lists {listing!r}, not {names}")
+    run([strabo, "check", *BUNDLED, *PATTERN_NAMES, "market"], work)
+    run([strabo, "check", "--verify", *PATTERN_NAMES], work)
     run([strabo, "check", "--verify", "--semantics", "shared", *BUNDLED], work)
     run([strabo, "protocols", "purchase"], work)
     for protocol in ("atomic", "incremental"):
