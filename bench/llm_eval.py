@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 from peach.llm import DEFAULT_MODEL, PROVIDERS, Budget  # noqa: E402
-from peach.llm.agent import check_base_url  # noqa: E402
+from peach.llm._base_url import check_base_url  # noqa: E402
 from samples.llm.scenarios import SCENARIOS, Outcome  # noqa: E402
 
 

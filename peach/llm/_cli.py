@@ -335,7 +335,7 @@ def check_base_url_option(url: str | None, provider: str) -> None:
     starts, not a request to 'not-a-url/chat/completions' later."""
     import os
 
-    from peach.llm.agent import check_base_url
+    from peach.llm._base_url import check_base_url
 
     variable = "OPENAI_BASE_URL" if provider == "openai" else "ANTHROPIC_BASE_URL"
     name, value = ("--base-url", url) if url is not None else (variable, os.environ.get(variable))

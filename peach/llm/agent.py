@@ -16,7 +16,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from peach.adapter import PeachAdapter
 from peach.feasible import FeasibleAction
 from peach.inspection import MAX_LISTED, describe
 from peach.llm._acting import _Acting
+from peach.llm._base_url import check_base_url
 from peach.llm._messages import (
     _results_message,
     _scrub_message,
@@ -52,25 +52,6 @@ from peach.llm.tools import Budget, Hooks, Tool
 log = logging.getLogger("strabo.llm")
 
 Fallback = Callable[["LLMAgent", str], Awaitable[Any]]
-
-
-def check_base_url(url: str, name: str = "base_url") -> None:
-    """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host. The SDKs
-    take any text and fail only at the first request, with a URL made by joining
-    it to a path ('not-a-url/chat/completions'), after everything else started;
-    ``name`` is what the message calls it (an option, a variable)."""
-    from urllib.parse import urlsplit
-
-    example = "e.g. http://127.0.0.1:11434/v1"
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        bare = "://" not in url and re.match(r"[\w.-]+:\d+(/|$)", url.strip())
-        hint = f"; write http://{url.strip()}" if bare else ""  # host:port, no scheme
-        raise ValueError(f"{name} {url!r} is not an http(s) URL with a host ({example}){hint}")
-    try:
-        parts.port  # noqa: B018 - parsing it is the check
-    except ValueError:
-        raise ValueError(f"{name} {url!r} has no valid port (1 to 65535; {example})") from None
 
 
 class LLMAgent(_Acting):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -21,9 +20,6 @@ from langshaw import ActionInstance, LangshawProtocol
 from peach import ActionRejected, BindError, PeachAdapter
 from peach.llm import LLMAgent
 from peach.peer import Directory, PeerExecutor
-from strabo.core.acts_for import ActsFor
-from strabo.core.config import ConfigError, build_config, load_config
-from syncserver import SyncServer
 from tests.conftest import PROTOCOLS
 from tests.harness import Harness, harness, until
 from tests.hostile._support import raw
@@ -87,6 +83,19 @@ def prices(adapter: PeachAdapter) -> list[Any]:
     return [i["seller"] for _, i, _ in adapter.history({"market": "m"}) if i.name == "Price"]
 
 
+
+async def called(h: Harness) -> tuple[PeachAdapter, PeachAdapter]:
+    """The market and steady, started, once steady has heard both sellers called."""
+    market, steady = h.adapter("market", "Market"), h.adapter("steady", "Seller")
+    await market.start()
+    await steady.start()
+    heard = asyncio.Event()
+    steady.listeners.append(lambda *_: heard.set())
+    await open_and_call(market, "steady", "rival")
+    await steady.sync()
+    await until(lambda: any(f.name == "Price" for f in steady.enabled()), heard)
+    return market, steady
+
 # The server: every way in refuses, nothing is recorded ---------------------------------
 
 
@@ -95,14 +104,7 @@ async def test_a_forged_second_instance_of_an_atomic_list_refuses_the_whole_list
     kind: str,
 ) -> None:
     async with harness(kind, [MARKET], AGENTS, acts_for=PINS) as h:
-        market, steady = h.adapter("market", "Market"), h.adapter("steady", "Seller")
-        await market.start()
-        await steady.start()
-        arrived = asyncio.Event()
-        steady.listeners.append(lambda *_: arrived.set())
-        await open_and_call(market, "steady", "rival")
-        await steady.sync()
-        await until(lambda: any(f.name == "Price" for f in steady.enabled()), arrived)
+        _, steady = await called(h)
         before = seq(h) if kind != "peer" else None
         with pytest.raises(ActionRejected) as refused:
             await steady.attempt([instance(price("steady")), instance(price("rival"))])
@@ -370,14 +372,7 @@ async def test_peer_build_action_names_the_pin_and_offers_only_its_own() -> None
 @pytest.mark.parametrize("kind", ["local", "http", "peer"])
 async def test_an_llm_seller_is_offered_only_its_own_price(kind: str) -> None:
     async with harness(kind, [MARKET], AGENTS, acts_for=PINS) as h:
-        market, steady = h.adapter("market", "Market"), h.adapter("steady", "Seller")
-        await market.start()
-        await steady.start()
-        heard = asyncio.Event()
-        steady.listeners.append(lambda *_: heard.set())
-        await open_and_call(market, "steady", "rival")
-        await steady.sync()
-        await until(lambda: any(f.name == "Price" for f in steady.enabled()), heard)
+        _, steady = await called(h)
         agent = LLMAgent([steady], "price well", client=object())
         offers = [o for o in agent.offers() if o.feasible.name == "Price"]
         assert [o.feasible.keys["seller"] for o in offers] == ["steady"]
@@ -520,118 +515,3 @@ async def test_a_scope_held_for_true_or_1_0_is_not_offered_to_an_agent_pinned_to
         assert offered == ["e"], offered
         for feasible in [f for f in w1.enabled() if f.name == "Do"]:
             await w1.attempt([feasible.bind(result="r")])  # each offer is acceptable
-
-
-# Configuration ------------------------------------------------------------------------
-
-
-def config(pins: Any, roles: tuple[str, ...] = ("Seller",)) -> ActsFor:
-    built = build_config(
-        {
-            "mas": {
-                "default": {
-                    "protocols": [MARKET],
-                    "agents": {"steady": {"roles": list(roles), "token": "t", "acts_for": pins}},
-                }
-            }
-        },
-        source="<test>",
-    )
-    return built.mas["default"].agents["steady"].acts_for
-
-
-def test_describe_round_trips_the_pins_a_client_is_told() -> None:
-    pins = {"seller": "steady", "Take.queue": "x"}  # no Take in Market: an error
-    with pytest.raises(ConfigError):
-        config(pins)
-    parsed = config({"Price.seller": "steady", "market": "m1", "Price.round": 7})
-    assert ActsFor.of(parsed.describe()) == parsed
-
-
-def test_a_target_with_an_empty_action_name_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigError) as error:
-        config({".seller": "x", "seller": "steady"})
-    assert ".seller" in str(error.value)
-
-
-def test_contradictory_pins_are_a_configuration_error() -> None:
-    with pytest.raises(ConfigError) as error:
-        config({"seller": "steady", "Price.seller": "other"})
-    assert "Price.seller" in str(error.value)
-
-
-def test_a_pin_on_an_action_the_agent_never_performs_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigError) as error:
-        config({"Price.seller": "m"}, roles=("Market",))
-    assert "Price.seller" in str(error.value)
-
-
-@pytest.mark.parametrize("pins", [{"seller": 1}, {"Call": "x"}, {"price": "cheap"}])
-def test_a_pin_no_instance_could_meet_is_a_configuration_error(pins: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError):
-        config(pins)
-
-
-def test_a_non_string_target_in_code_is_a_configuration_error() -> None:
-    pins: dict[Any, Any] = {1: "x"}
-    with pytest.raises(ConfigError):
-        SyncServer.embedded([MARKET], {"steady": ["Seller"]}, acts_for={"steady": pins})
-
-
-def test_a_dotted_toml_key_and_other_mistakes_exit_2_naming_each_place(tmp_path: Path) -> None:
-    (tmp_path / "m.toml").write_text(
-        f"""
-[mas.m]
-protocols = [{json.dumps(str(MARKET_FILE))}]
-[mas.m.agents.cutter]
-roles = ["Seller"]
-token = "c"
-acts_for = {{ Price.seller = "cutter", sellr = "x", buyer = 1.5, seller = true }}
-[mas.m.agents.mk]
-roles = ["Market"]
-token = "m"
-acts_for = "mk"
-[mas.m.agents.ok]
-roles = ["Seller"]
-token = "o"
-[mas.m.agents.ok.acts_for]
-"Price.seller" = "ok"
-"""
-    )
-    run = subprocess.run(
-        [STRABO, "syncserver", "--config", str(tmp_path / "m.toml"), "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 2, (run.stdout, run.stderr)
-    assert "Traceback" not in run.stderr
-    lines = [line for line in run.stderr.splitlines() if "acts_for" in line]
-    assert len(lines) == 5, run.stderr
-    for place in (
-        "cutter.acts_for.Price:",
-        "cutter.acts_for.sellr:",
-        "cutter.acts_for.buyer:",
-        "cutter.acts_for.seller:",
-        "mk.acts_for:",
-    ):
-        assert any(place in line for line in lines), (place, run.stderr)
-    assert "agents.ok" not in run.stderr  # a [...acts_for] table is fine
-
-
-def test_a_toml_config_states_its_pins_in_both_forms(tmp_path: Path) -> None:
-    file = tmp_path / "m.toml"
-    file.write_text(
-        f"""
-[mas.m]
-protocols = [{json.dumps(str(MARKET_FILE))}]
-[mas.m.agents.cutter]
-roles = ["Seller"]
-token = "c"
-acts_for = {{ "Price.seller" = "cutter", market = "b3" }}
-"""
-    )
-    pins = load_config(file).mas["m"].agents["cutter"].acts_for
-    assert pins.describe() == {"Price.seller": "cutter", "market": "b3"}
-    assert ActsFor.of(pins.describe()) == pins

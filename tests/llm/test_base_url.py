@@ -10,7 +10,7 @@ import pytest
 from langshaw import LangshawProtocol
 from peach import LocalExecutor, PeachAdapter
 from peach.llm import LLMAgent
-from peach.llm.agent import check_base_url
+from peach.llm._base_url import check_base_url
 from syncserver import SyncServer
 from tests.conftest import PROTOCOLS
 from tests.llm.test_cli import PURCHASE, strabo_agent
