@@ -332,10 +332,7 @@ class PeachAdapter:
         for key in action.keys:
             if key not in given:
                 probe[key] = self.new_key()
-        instance = ActionInstance(action, probe)
-        violation = self.state.violation(instance, {self.role})
-        if violation is None and self._acts_for:
-            violation = self._acts_for.refuses(self.name, instance)
+        violation = self.state.violation(ActionInstance(action, probe), {self.role})
         where = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "a new enactment"
         reason = f": {violation.message}" if violation else ""
         rule = violation.rule if violation else None

@@ -22,7 +22,7 @@ from peach.llm import LLMAgent
 from peach.peer import Directory, PeerExecutor
 from tests.conftest import PROTOCOLS
 from tests.harness import Harness, harness, until
-from tests.hostile._support import raw
+from tests.syncserver.test_channel import open_channel
 
 MARKET_FILE = PROTOCOLS / "patterns" / "market.lsh"
 MARKET = LangshawProtocol.load(MARKET_FILE)
@@ -239,19 +239,6 @@ async def test_an_integer_pin_is_not_met_by_true_a_float_or_a_string() -> None:
             assert ok.status_code == 200, ok.text
 
 
-async def open_channel(url: str, token: str) -> Any:
-    reader, writer = await raw(url)
-    writer.write(
-        f"GET /mas/default/protocols/Market/channel?after=0 HTTP/1.1\r\nHost: x\r\n"
-        f"Authorization: Bearer {token}\r\nConnection: Upgrade\r\n"
-        "Upgrade: strabo-channel\r\n\r\n".encode()
-    )
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-    assert head.startswith(b"HTTP/1.1 101 "), head
-    assert await asyncio.wait_for(reader.readuntil(b"\n\n"), 5) == b": connected\n\n"
-    return reader, writer
-
-
 async def answer_to(reader: asyncio.StreamReader, ident: str) -> dict[str, Any]:
     """The channel's answer to attempt ``ident`` (batches skipped)."""
     while True:
@@ -277,7 +264,7 @@ async def test_a_forgery_on_a_channel_is_answered_403_and_the_channel_goes_on(
         await open_and_call(market, "steady", "rival")
         before = seq(h)
         assert h.url is not None
-        reader, writer = await open_channel(h.url, "steady-token")
+        reader, writer = await open_channel(h.url, "steady-token", protocol="Market")
         try:
             forged = [price("steady"), price("rival")]  # the second is forged
             writer.write(json.dumps({"instances": forged, "attempt_id": "f"}).encode() + b"\n")

@@ -21,10 +21,12 @@ AGENTS = {"p1": ["Platform"], "b1": ["Business"]}
 PATH = "/mas/default/protocols/SimpleUCP"
 
 
-async def open_channel(url: str, token: str = "p1-token", after: int = 0) -> Any:
+async def open_channel(
+    url: str, token: str = "p1-token", after: int = 0, protocol: str = "SimpleUCP"
+) -> Any:
     reader, writer = await raw(url)
     writer.write(
-        f"GET {PATH}/channel?after={after} HTTP/1.1\r\nHost: x\r\n"
+        f"GET /mas/default/protocols/{protocol}/channel?after={after} HTTP/1.1\r\nHost: x\r\n"
         f"Authorization: Bearer {token}\r\nConnection: Upgrade\r\n"
         "Upgrade: strabo-channel\r\n\r\n".encode()
     )
