@@ -159,7 +159,9 @@ class SyncExecutor(Executor):
         if line is not None and line.usable():
             try:
                 async with asyncio.timeout(self.timeout):
-                    data = await line.attempt(body)
+                    data, batch = await line.attempt(
+                        body, lambda data: _finalized(adapter, instances, data)
+                    )
             except TimeoutError:
                 raise ExecutorError(
                     f"no answer from the SyncServer at {self.url} within {self.timeout}s",
@@ -171,7 +173,9 @@ class SyncExecutor(Executor):
                 ) from None
             status = data.get("status")
             if status == 200:
-                return _finalized(adapter, instances, data), list(data["attempt"])
+                if batch is None:
+                    batch = _finalized(adapter, instances, data)
+                return batch, list(data["attempt"])
             status = status if isinstance(status, int) else 502
             rejection = _rejection(Response(status, "", {}, json.dumps(data).encode()), instances)
             if isinstance(rejection, ExecutorError) and rejection.code == "too-many-in-flight":
@@ -261,7 +265,11 @@ class SyncExecutor(Executor):
         async for chunk in chunks:
             for event in decoder.feed(chunk):
                 if event.event == "answer" and line is not None:
-                    line.answered(json.loads(event.data))
+                    # The answer to an attempt of ours carries its batch, which
+                    # the stream leaves out: applied here, in its place.
+                    answered = line.answered(json.loads(event.data))
+                    if answered is not None:
+                        yield answered
                     continue
                 if event.event != "batch":
                     continue

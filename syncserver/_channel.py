@@ -16,7 +16,12 @@ attempts on it:
   answer (or error body) with its ``id`` and ``status``.
 
 Nothing about finalization changes: an attempt goes through the same code as a
-POST, and its answer is written only once its batch is committed. The limits
+POST, and its answer is written only once its batch is committed. The channel
+writes a committed batch to its socket during the commit itself, while its
+stream is caught up (no task to wake: every other agent has it before the
+attempter's answer is even written), and leaves out a batch that holds one of
+its own attempts still in flight: that attempt's answer carries the batch (its
+positions and the other entries), and the agent applies it from there. The limits
 stay bounded: a line longer than ``max_body`` closes the channel, at most
 :data:`MAX_IN_FLIGHT` attempts are checked at once (more are answered 429), a
 client that stops reading has its lines left unread (each would cost an answer
@@ -38,6 +43,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from strabo.core.batch import Batch
 from strabo.core.config import AgentConfig
 from strabo.core.errors import ServiceError
 from strabo.core.feed import Lagging
@@ -99,6 +105,7 @@ class Channel(asyncio.Protocol):
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer known to hold no end of line
         self._attempts: set[asyncio.Task[None]] = set()
+        self._in_flight: set[str] = set()  # attempt ids not yet answered
         self._follow_task: asyncio.Task[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._write_timer: asyncio.TimerHandle | None = None
@@ -222,6 +229,7 @@ class Channel(asyncio.Protocol):
                 )
             )
             return
+        self._in_flight.add(parsed.attempt_id)
         task = asyncio.get_running_loop().create_task(self._attempt(parsed))
         self._attempts.add(task)
         task.add_done_callback(self._answered)
@@ -239,8 +247,9 @@ class Channel(asyncio.Protocol):
             data = await finalize(
                 self.server, self.ledger.mas, self.ledger.protocol.name, self.agent, parsed
             )
-            # The batch goes out on every stream first (this one included): the
-            # stream tasks the commit woke run before this one resumes.
+            # The batch goes out on every stream first: channels took it during
+            # the commit, and the event streams' tasks it woke run before this
+            # one resumes.
             await asyncio.sleep(0)
             frame = answer_frame({"id": ident, "status": 200, **data})
         except ServiceError as exc:
@@ -255,17 +264,24 @@ class Channel(asyncio.Protocol):
                 }
             )
         self._write(frame)
+        self._in_flight.discard(ident)
 
     # The stream -----------------------------------------------------------------------
 
     async def _follow(self) -> None:
         stream = self.ledger.subscribe(
-            self.after, max_bytes=self.limits.stream_backlog_bytes, heartbeat=self.heartbeat
+            self.after,
+            max_bytes=self.limits.stream_backlog_bytes,
+            heartbeat=self.heartbeat,
+            sink=self._sink,
         )
         try:
             self._write(b": connected\n\n")
             async for batch in stream:
-                self._write(b": ping\n\n" if batch is None else batch.sse_frame)
+                if batch is None:
+                    self._write(b": ping\n\n")
+                elif not self._answered_by_attempt(batch):
+                    self._write(batch.sse_frame)
                 if self._drained is not None and not self._drained.done():
                     await self._drained  # the client reads slowly: the backlog grows instead
         except Lagging as lag:
@@ -275,6 +291,25 @@ class Channel(asyncio.Protocol):
         finally:
             await stream.aclose()
             self._close()  # the stream ended (the server is stopping, it lagged, it failed)
+
+    def _sink(self, batch: Batch) -> bool:
+        """Take a batch as it is committed (the stream is caught up): written
+        now, unless the client reads slowly, when the stream queues it."""
+        if self._paused or self._closed:
+            return False
+        if not self._answered_by_attempt(batch):
+            self._write(batch.sse_frame)
+        return True
+
+    def _answered_by_attempt(self, batch: Batch) -> bool:
+        """Whether ``batch`` holds an attempt of this channel still waiting for
+        its answer, which carries the batch: the stream need not."""
+        if self._in_flight:
+            name = self.agent.name
+            for entry in batch.entries:
+                if entry.attempt_id in self._in_flight and entry.performer == name:
+                    return True
+        return False
 
     # Writing and closing --------------------------------------------------------------
 

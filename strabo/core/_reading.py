@@ -7,7 +7,7 @@ pages streams share, or the store, and follows new commits as they come.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, overload
 
 from langshaw import LangshawProtocol
@@ -61,12 +61,23 @@ class LogReader:
 
     @overload
     def subscribe(
-        self, after: int, page: int = ..., max_bytes: int | None = ..., heartbeat: None = ...
+        self,
+        after: int,
+        page: int = ...,
+        max_bytes: int | None = ...,
+        heartbeat: None = ...,
+        sink: Callable[[Batch], bool] | None = ...,
     ) -> AsyncGenerator[Batch, None]: ...
 
     @overload
     def subscribe(
-        self, after: int, page: int = ..., max_bytes: int | None = ..., *, heartbeat: float
+        self,
+        after: int,
+        page: int = ...,
+        max_bytes: int | None = ...,
+        *,
+        heartbeat: float,
+        sink: Callable[[Batch], bool] | None = ...,
     ) -> AsyncGenerator[Batch | None, None]: ...
 
     async def subscribe(
@@ -75,6 +86,7 @@ class LogReader:
         page: int = 500,
         max_bytes: int | None = None,
         heartbeat: float | None = None,
+        sink: Callable[[Batch], bool] | None = None,
     ) -> AsyncGenerator[Batch | None, None]:
         """Every committed batch after ``after``: first from the log, then live,
         in order, each once. Raises :class:`Lagging` (naming the last batch given)
@@ -84,6 +96,10 @@ class LogReader:
 
         The live feed is registered before the log is read, so nothing committed
         in between is missed; duplicates are skipped by sequence number.
+
+        Once caught up, batches committed while the reader waits go to ``sink``
+        if it is given and takes them (see :class:`Subscriber`), and are not
+        yielded.
         """
         subscriber = Subscriber(self.subscriber_backlog, max_bytes)
         self.subscribers.add(subscriber)
@@ -106,11 +122,14 @@ class LogReader:
                     yield batch
                     last = batch.seq
                 del batches
+            subscriber.delivered = last
+            subscriber.sink = sink
             while True:
                 try:
                     live = await subscriber.get(heartbeat)
                 except Lagging:
-                    raise Lagging(last) from None
+                    raise Lagging(max(last, subscriber.delivered)) from None
+                last = max(last, subscriber.delivered)
                 if live is None:
                     yield None
                     continue

@@ -32,7 +32,14 @@ class Subscriber:
     All subscribers queue suffixes of the same sequence of batch objects, so the
     memory they pin together is at most the largest backlog, however many there
     are. One that exceeds its bound is dropped: its queue is freed at once and its
-    reader gets :class:`Lagging`, to resume from the log."""
+    reader gets :class:`Lagging`, to resume from the log.
+
+    A reader that can take a batch on the spot (a channel writing to its socket)
+    sets ``sink``: while it waits with nothing queued, a batch goes straight to
+    ``sink`` during the commit that publishes it, instead of waking the reader's
+    task a loop step later. ``sink`` returns False to refuse (its client reads
+    slowly), and the batch is queued as usual; ``delivered`` is the last batch it
+    took, so that the reader never gives it again."""
 
     def __init__(self, limit: int, limit_bytes: int | None = None) -> None:
         self._queue: deque[Batch] = deque()
@@ -41,9 +48,21 @@ class Subscriber:
         self._limit_bytes = limit_bytes
         self._bytes = 0
         self.lagging = False
+        self.sink: Callable[[Batch], bool] | None = None
+        self.delivered = 0
+        self._sunk = 0  # batches the sink took: the reader was not idle meanwhile
 
     def push(self, batch: Batch) -> None:
         if self.lagging:
+            return
+        if (
+            self.sink is not None
+            and self._waiter is not None
+            and not self._queue
+            and self.sink(batch)
+        ):
+            self.delivered = batch.seq
+            self._sunk += 1
             return
         size = len(batch.sse_frame) if self._limit_bytes is not None else 0
         if self._queue and (
@@ -78,6 +97,7 @@ class Subscriber:
         attempts endpoint yields once for that). An ``asyncio.Event`` waited
         through ``asyncio.wait`` took three steps."""
         loop = asyncio.get_running_loop()
+        sunk = self._sunk
         while not self._queue:
             if self.lagging:
                 raise Lagging(-1)
@@ -91,6 +111,9 @@ class Subscriber:
                 if self._waiter is waiter:
                     self._waiter = None
             if not self._queue and not self.lagging and waiter.result() is _TIMED_OUT:
+                if self._sunk != sunk:  # not idle: the sink took batches meanwhile
+                    sunk = self._sunk
+                    continue
                 return None
         batch = self._queue.popleft()
         if self._limit_bytes is not None:

@@ -57,7 +57,8 @@ def line(payload: Any) -> bytes:
 
 async def seqs_until_answered(reader: asyncio.StreamReader, writer: Any, cid: str) -> list[int]:
     """Attempt a Create of ``cid`` (its attempt id too); the sequence numbers of
-    the batches that came before its answer, which must be a 200."""
+    the batches the channel gave until its answer (a 200), the answer's last:
+    the stream leaves that batch out, the answer carries it."""
     writer.write(line({"instances": [create(cid)], "attempt_id": cid}))
     seqs = []
     while True:
@@ -66,27 +67,53 @@ async def seqs_until_answered(reader: asyncio.StreamReader, writer: Any, cid: st
             seqs.append(data["seq"])
         elif data["id"] == cid:
             assert data["status"] == 200, data
-            return seqs
+            assert data["seq"] not in seqs, "the stream gave the answered batch too"
+            return [*seqs, data["seq"]]
 
 
-async def test_an_attempt_on_a_channel_gets_its_batch_then_its_answer() -> None:
+async def test_an_attempt_on_a_channel_gets_its_answer_and_the_others_the_batch_first() -> None:
     async with guarded([SIMPLE], AGENTS) as (server, url):
         reader, writer = await open_channel(url)
         other, other_writer = await open_channel(url, "b1-token")
         writer.write(line({"instances": [create("c1")], "attempt_id": "a-1"}))
-        kind, batch = await next_event(reader)
+        # The other agent has the batch before the attempter's answer is written.
+        kind, batch = await next_event(other)
         assert kind == "batch" and batch["seq"] == 1
         assert batch["instances"][0]["performer"] == "p1"
+        # The attempter gets the answer alone: it carries the batch (its own
+        # instances by position, the others' in full), so the stream leaves it out.
         kind, answer = await next_event(reader)
         assert kind == "answer"
         assert answer == {"id": "a-1", "status": 200, "seq": 1, "attempt": [0], "others": []}
-        assert await next_event(other) == ("batch", batch)
         # The same attempt id again: the same answer, nothing finalized twice.
         writer.write(line({"instances": [create("c1")], "attempt_id": "a-1"}))
         assert (await next_event(reader))[1]["seq"] == 1
         assert server.ledgers[("default", "SimpleUCP")].committed_seq == 1
+        # Another agent's batch reaches the first agent's stream as usual.
+        created = {
+            "action": "Created",
+            "bindings": {"cid": "c1", "Create": True, "id": "s1", **SIMPLE_CREATED},
+        }
+        other_writer.write(line({"instances": [created], "attempt_id": "b-1"}))
+        kind, batch = await next_event(reader)
+        assert (kind, batch["seq"], batch["instances"][0]["performer"]) == ("batch", 2, "b1")
+        kind, answer = await next_event(other)
+        assert (kind, answer["id"], answer["seq"]) == ("answer", "b-1", 2)
         writer.close()
         other_writer.close()
+
+
+async def test_a_batch_holding_an_attempt_already_answered_comes_on_the_stream() -> None:
+    """Only an attempt still waiting for its answer keeps its batch off the stream:
+    a stream catching up from the log gives every batch, the agent's own too."""
+    async with guarded([SIMPLE], AGENTS) as (_, url):
+        reader, writer = await open_channel(url)
+        assert await seqs_until_answered(reader, writer, "c1") == [1]
+        writer.close()
+        again, again_writer = await open_channel(url, after=0)
+        kind, batch = await next_event(again)
+        assert (kind, batch["seq"], batch["instances"][0]["performer"]) == ("batch", 1, "p1")
+        again_writer.close()
 
 
 async def test_a_violation_is_answered_with_its_rule_and_the_channel_stays_open() -> None:
@@ -160,15 +187,19 @@ async def test_without_the_guarded_protocol_the_app_says_it_has_no_channels() ->
 
 
 class Posts:
-    """ASGI middleware counting the POSTs to the attempts endpoint."""
+    """ASGI middleware counting the POSTs to the attempts endpoint, and the
+    reads of the log (how an agent fills a gap in its stream)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.count = 0
+        self.log_reads = 0
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             self.count += 1
+        if scope["type"] == "http" and scope["path"].endswith("/log"):
+            self.log_reads += 1
         await self.app(scope, receive, send)
 
 
@@ -207,6 +238,59 @@ async def test_the_executor_sends_its_attempts_on_the_channel() -> None:
     assert seen == ["Create", "Created"]
     assert app.count == 0  # no attempt was POSTed
     assert executor.channel
+
+
+async def test_each_agent_applies_its_own_batches_from_the_answers_in_order() -> None:
+    """The stream leaves an agent's own batches out; its reader applies each from
+    the attempt's answer in its place, so nothing is missed, nothing is applied
+    twice, and no gap has to be filled from the log, however the two agents'
+    attempts interleave."""
+    server = SyncServer.embedded([SIMPLE], AGENTS, tokens={a: f"{a}-token" for a in AGENTS})
+    from syncserver import uvicorn_options
+
+    app = Posts(create_app(server))
+    async with serve(app, **uvicorn_options(server.config.limits)) as url:
+        platform = PeachAdapter("p1", SIMPLE, "Platform", SyncExecutor(url, "p1-token"))
+        business = PeachAdapter("b1", SIMPLE, "Business", SyncExecutor(url, "b1-token"))
+        seen: dict[str, list[int]] = {"p1": [], "b1": []}
+        done = asyncio.Event()
+        checkouts = 30
+
+        @business.on_enabled("Created")
+        async def created(fa: Any) -> None:
+            await business.attempt([fa.bind(id=f"s-{fa.keys['cid']}", **SIMPLE_CREATED)])
+
+        def follow(adapter: PeachAdapter) -> None:
+            adapter.listeners.append(lambda batch, _: seen[adapter.name].append(batch.seq))
+
+        follow(platform)
+        follow(business)
+
+        @platform.observation("Created")
+        async def answered(action: ActionInstance, performer: str) -> None:
+            if len(platform.enactments()) == checkouts and all(
+                platform.history(root)[-1][1].name == "Created" for root in platform.enactments()
+            ):
+                done.set()
+
+        async with platform, business:
+            reads = app.log_reads  # the catch-up at start
+            await asyncio.gather(
+                *(
+                    platform.attempt(
+                        [ActionInstance(SIMPLE.action("Create"), create(f"c{i}")["bindings"])]
+                    )
+                    for i in range(checkouts)
+                )
+            )
+            await asyncio.wait_for(done.wait(), 10)
+            await business.drain()
+            committed = server.ledgers[("default", "SimpleUCP")].committed_seq
+            assert committed == 2 * checkouts
+            for name in ("p1", "b1"):
+                assert seen[name] == list(range(1, committed + 1)), name
+            assert app.log_reads == reads  # no gap to fill
+            assert app.count == 0
 
 
 async def test_the_executor_falls_back_to_posts_and_events_without_channels() -> None:

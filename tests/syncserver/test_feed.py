@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from langshaw import ActionInstance
 from strabo.core.feed import Lagging, Subscriber, Tail
-from syncserver import Batch, Entry
+from syncserver import Batch, Entry, SyncServer
 from tests.conftest import SIMPLE_CREATE, load
 
 SIMPLE = load("atomic-ucp.lsh")
@@ -16,6 +19,10 @@ def batch(seq: int, size: int = 10) -> Batch:
     bindings = {**SIMPLE_CREATE, "cid": f"c{seq}", "currency": "x" * size}
     instance = ActionInstance(SIMPLE.action("Create"), bindings)
     return Batch("SimpleUCP", seq, (Entry(instance, "p"),))
+
+
+def create_of(cid: str) -> dict[str, Any]:
+    return {**SIMPLE_CREATE, "cid": cid}
 
 
 def test_the_tail_serves_only_ranges_it_holds_whole() -> None:
@@ -98,3 +105,59 @@ async def test_shared_pages_are_bounded() -> None:
         await pages.read(start, start + 8, load)
     assert len(pages._batches) == 10
     assert sorted(pages._batches) == list(range(31, 41))
+
+
+async def test_a_sink_takes_batches_while_its_reader_waits_and_never_reorders() -> None:
+    taken: list[int] = []
+    accept = True
+
+    def sink(batch: Batch) -> bool:
+        if accept:
+            taken.append(batch.seq)
+        return accept
+
+    subscriber = Subscriber(limit=100)
+    subscriber.sink = sink
+    subscriber.push(batch(1))  # the reader is not waiting: queued
+    assert (await subscriber.get()).seq == 1
+    reader = asyncio.ensure_future(subscriber.get())
+    await asyncio.sleep(0)  # one loop step: the reader runs until it waits
+    assert subscriber._waiter is not None
+    subscriber.push(batch(2))
+    subscriber.push(batch(3))
+    assert taken == [2, 3] and subscriber.delivered == 3 and not reader.done()
+    accept = False  # the client reads slowly: the stream queues
+    subscriber.push(batch(4))
+    accept = True  # a queued batch waits for the reader: what follows queues behind it
+    subscriber.push(batch(5))
+    assert taken == [2, 3]
+    assert (await reader).seq == 4 and (await subscriber.get()).seq == 5
+
+
+async def test_a_channel_subscription_never_gives_what_its_sink_took() -> None:
+    server = SyncServer.embedded([SIMPLE], {"p": ["Platform"]})
+    await server.start()
+    try:
+        ledger = server.ledgers[("default", "SimpleUCP")]
+        taken: list[int] = []
+        stream = ledger.subscribe(0, sink=lambda b: taken.append(b.seq) is None)
+        agent = server.config.mas["default"].agents["p"]
+
+        async def attempt(cid: str) -> None:
+            await server.attempt(
+                "default", "SimpleUCP", agent, [{"action": "Create", "bindings": create_of(cid)}]
+            )
+
+        await attempt("c1")
+        first = await anext(stream)  # from the log: the stream was not live yet
+        waiting = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # one loop step: the stream runs until it waits, live
+        assert next(iter(ledger.subscribers))._waiter is not None
+        await attempt("c2")
+        await attempt("c3")
+        assert first.seq == 1 and taken == [2, 3] and not waiting.done()
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        await stream.aclose()
+    finally:
+        await server.stop()
