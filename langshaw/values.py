@@ -44,15 +44,35 @@ def json_problem(value: Any, path: str = "") -> str | None:
     return fault[1] if fault else None
 
 
+def _plainly_json(value: Any) -> bool:
+    """Whether ``value`` is JSON built of the plain types only (dict, list,
+    tuple, str, int, bool, None, finite float): the common case, answered
+    without building a path for each item. False means "look closer"."""
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if type(item) not in _PLAIN and not _plainly_json(item):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(type(item) in _PLAIN or _plainly_json(item) for item in value)
+    if kind is float:
+        return math.isfinite(value)
+    return kind in _PLAIN
+
+
 def json_fault(value: Any, path: str = "") -> tuple[str, str] | None:
     """Where inside ``value`` (a path from ``path``) it stops being a JSON value,
     and why; None if it is one. The where lets a caller treat a NaN deep in a
     service's answer like any other value of the wrong shape."""
-    kind = type(value)
-    if kind in _PLAIN:
+    if _plainly_json(value):
         return None
-    if kind is dict and all(type(k) is str and type(v) in _PLAIN for k, v in value.items()):
-        return None  # a flat object: the common case, checked without recursion
+    return _fault(value, path)
+
+
+def _fault(value: Any, path: str) -> tuple[str, str] | None:
     if isinstance(value, bool) or value is None or isinstance(value, str | int):
         return None
     if isinstance(value, float):
@@ -63,13 +83,13 @@ def json_fault(value: Any, path: str = "") -> tuple[str, str] | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return path, f"{path or 'object'} has a non-string key {key!r}"
-            fault = json_fault(item, f"{path}.{key}" if path else key)
+            fault = _fault(item, f"{path}.{key}" if path else key)
             if fault:
                 return fault
         return None
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            fault = json_fault(item, f"{path}[{index}]")
+            fault = _fault(item, f"{path}[{index}]")
             if fault:
                 return fault
         return None

@@ -97,6 +97,8 @@ class ProxyAdapter(PeachAdapter):
         super().__init__(name, protocol, role, executor)
         self.base_url = base_url.rstrip("/")
         self.internal = frozenset(internal)
+        self._unsent_cache: tuple[frozenset[str], frozenset[str]] | None = None
+        self._typed_cache: frozenset[str] | None = None
         self.exclude = frozenset(exclude)
         for action in self.exclude:
             if action not in protocol.actions:
@@ -243,11 +245,29 @@ class ProxyAdapter(PeachAdapter):
             raise RouteError(f"no route for {name!r} (routes: {known})")
         if idempotency_key is None:
             idempotency_key = self._idempotency_key(route, bindings)
-        skip = self.internal | frozenset(self.protocol.actions)
-        typed = frozenset(a for a, t in self.protocol.types.items() if t.type is not None)
+        skip, typed = self._unsent, self._typed
         body = route.body(bindings, skip, typed)
         path = route.url_path(bindings)
         return await self._send(route, path, body, idempotency_key)
+
+    @property
+    def _unsent(self) -> frozenset[str]:
+        """What never goes on the wire: internal attributes and dependencies."""
+        cached = self._unsent_cache
+        if cached is None or cached[0] is not self.internal:
+            cached = self._unsent_cache = (
+                self.internal,
+                self.internal | frozenset(self.protocol.actions),
+            )
+        return cached[1]
+
+    @property
+    def _typed(self) -> frozenset[str]:
+        """The attributes with a declared type (null is a value of theirs)."""
+        if self._typed_cache is None:
+            types = self.protocol.types.items()
+            self._typed_cache = frozenset(a for a, t in types if t.type is not None)
+        return self._typed_cache
 
     def _idempotency_key(self, route: Route, bindings: Mapping[str, Any]) -> str:
         orchestration = current.get()

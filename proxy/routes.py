@@ -21,6 +21,7 @@ from typing import Any
 from jsonpath_ng import JSONPath
 from jsonpath_ng.exceptions import JsonPathParserError
 from jsonpath_ng.ext import parse as parse_jsonpath  # type: ignore[attr-defined]
+from jsonpath_ng.jsonpath import Child, Fields, Root
 
 from langshaw import ActionInstance, LangshawProtocol
 from strabo.proxy.errors import ProxyError, ProxyRequestError, RouteError
@@ -59,6 +60,8 @@ class Route:
     params: tuple[str, ...] = ()
     failure_function: FailureFunction | None = None
     retry: Mapping[str, Any] = field(default_factory=dict)  # overrides of the adapter's policy
+    #: The request mappings that name one top-level field (``$.name``): that name.
+    request_fields: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -111,14 +114,19 @@ class Route:
         if self.method in ("GET", "DELETE"):
             return None
         body: dict[str, Any] = {}
+        mapped = self.request_map
         for attribute, value in bindings.items():
             if attribute in skip or (value is None and attribute not in typed):
                 continue
-            if attribute in self.request_map:
-                path = self.request_map[attribute]
+            if attribute in mapped:
+                path = mapped[attribute]
                 if path is None:
                     continue  # mapped to nothing: kept off the wire
-                path.update_or_create(body, value)
+                name = self.request_fields.get(attribute)
+                if name is not None:
+                    body[name] = value  # what update_or_create does, without its walk
+                else:
+                    path.update_or_create(body, value)
             else:
                 body[attribute] = value
         return body
@@ -136,6 +144,17 @@ class Route:
             else:
                 found.pop(attribute, None)
         return found
+
+
+def _top_field(path: JSONPath) -> str | None:
+    """The field name of a path that names one top-level field (``$.name``),
+    else None: setting such a path is setting a key."""
+    if type(path) is not Child or type(path.left) is not Root:
+        return None
+    fields = path.right
+    if type(fields) is not Fields or len(fields.fields) != 1 or fields.fields[0] == "*":
+        return None
+    return str(fields.fields[0])
 
 
 def parse_route(
@@ -211,6 +230,11 @@ def parse_route(
         params=params,
         failure_function=failure_function,
         retry=retry_overrides,
+        request_fields={
+            attribute: name
+            for attribute, path in request_map.items()
+            if path is not None and (name := _top_field(path)) is not None
+        },
     )
 
 

@@ -19,7 +19,7 @@ class Entry:
     """One finalized instance and the agent that performed it. Read-only by
     convention (a plain slotted class: built for every finalized action)."""
 
-    __slots__ = ("attempt_id", "instance", "performer")
+    __slots__ = ("_json", "attempt_id", "instance", "performer")
 
     def __init__(
         self, instance: ActionInstance, performer: str, attempt_id: str | None = None
@@ -27,6 +27,15 @@ class Entry:
         self.instance = instance
         self.performer = performer
         self.attempt_id = attempt_id
+        self._json: str | None = None
+
+    @property
+    def bindings_json(self) -> str:
+        """The bindings as compact JSON text, encoded once for both the log's row
+        and the batch's event frame (the largest part of either)."""
+        if self._json is None:
+            self._json = json.dumps(self.instance.bindings, separators=(",", ":"))
+        return self._json
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,9 +78,27 @@ class Batch:
         batch hold one copy of it, and its length is what a subscriber's backlog
         is measured in."""
         if self._frame is None:
-            data = json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False).encode()
-            self._frame = b"id: %d\nevent: batch\ndata: %s\n\n" % (self.seq, data)
+            texts = [e.bindings_json for e in self.entries]
+            if any("NaN" in t or "Infinity" in t for t in texts):
+                # Perhaps not JSON (a NaN, an infinity): encoded strictly, which
+                # refuses them rather than send what no client can read.
+                data = json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
+            else:
+                instances = ",".join(
+                    f'{{"action":{_text(e.instance.action.name)},"bindings":{t},'
+                    f'"performer":{_text(e.performer)}}}'
+                    for e, t in zip(self.entries, texts, strict=True)
+                )
+                data = (
+                    f'{{"seq":{self.seq},"protocol":{_text(self.protocol)},'
+                    f'"instances":[{instances}]}}'
+                )
+            self._frame = b"id: %d\nevent: batch\ndata: %s\n\n" % (self.seq, data.encode())
         return self._frame
 
     def __repr__(self) -> str:
         return f"Batch({self.protocol} #{self.seq}: {list(self.entries)!r})"
+
+
+def _text(value: str) -> str:
+    return json.dumps(value)

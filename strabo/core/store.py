@@ -405,7 +405,7 @@ def rows_of(protocol: LangshawProtocol, batches: Sequence[Batch]) -> list[tuple[
             root_text(tuple(entry.instance.bindings[k] for k in roots)),
             entry.instance.action.name,
             entry.performer,
-            json.dumps(entry.instance.bindings, separators=(",", ":")),
+            entry.bindings_json,
             entry.attempt_id,
         )
         for batch in batches

@@ -46,3 +46,25 @@ def test_json_problem_names_the_place() -> None:
     assert json_problem({1: "x"}) == "object has a non-string key 1"
     assert json_problem(float("nan")) == "value is nan, not a JSON number"
     assert json_problem({"ok": [1, "two", None, True, 2.5]}) is None
+
+
+class Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"a": {"b": [1, {"c": float("inf")}]}}, "a.b[1].c is inf, not a JSON number"),
+        ([[[float("-inf")]]], "[0][0][0] is -inf, not a JSON number"),
+        ({"a": {True: 1}}, "a has a non-string key True"),
+        ({"a": (1, {"b": b"x"})}, "a[1].b is a bytes, not a JSON value"),
+        # Not plain, still JSON: subclasses of the JSON types, tuples for lists.
+        ({Text("k"): [Text("v"), (1, 2.5)]}, None),
+        ({"deep": [[[[{"x": [None, False, "s", 3, 4.5]}]]]]}, None),
+    ],
+)
+def test_json_problem_looks_closer_only_where_the_quick_check_balks(
+    value: object, problem: str | None
+) -> None:
+    assert json_problem(value) == problem

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -161,3 +162,22 @@ async def test_a_channel_subscription_never_gives_what_its_sink_took() -> None:
         await stream.aclose()
     finally:
         await server.stop()
+
+
+def test_a_frame_is_the_json_of_its_batch_with_each_bindings_text_shared() -> None:
+    weird = {**SIMPLE_CREATE, "cid": 'c"1', "currency": "é\u2028\\", "n": [1, 2.5, {"k": "NaN"}]}
+    entries = (
+        Entry(ActionInstance(SIMPLE.action("Create"), weird), 'p"é'),
+        Entry(ActionInstance(SIMPLE.action("Create"), {**SIMPLE_CREATE, "cid": 7}), "q"),
+    )
+    for chosen in (entries, entries[:1], ()):
+        framed = Batch('Simple"UCP', 9, chosen)
+        head, _, data = framed.sse_frame.partition(b"data: ")
+        assert head == b"id: 9\nevent: batch\n" and data.endswith(b"\n\n")
+        assert data[:-2] == json.dumps(framed.to_json(), separators=(",", ":")).encode()
+        for entry in chosen:  # the log's row reuses the same text
+            assert entry.bindings_json == json.dumps(entry.instance.bindings, separators=(",", ":"))
+    nan = {**SIMPLE_CREATE, "cid": "c", "currency": float("nan")}
+    entry = Entry(ActionInstance(SIMPLE.action("Create"), nan), "p")
+    with pytest.raises(ValueError):
+        Batch("SimpleUCP", 1, (entry,)).sse_frame  # noqa: B018 (never sent: not JSON)
