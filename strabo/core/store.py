@@ -225,6 +225,7 @@ CREATE INDEX IF NOT EXISTS instances_by_root ON instances (mas, protocol, root);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _SCHEMA_VERSION = "1"
+_INSERT = "INSERT INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _COLUMNS = "seq, idx, action, performer, bindings, attempt_id"
 
 
@@ -338,9 +339,12 @@ class SQLiteStore(Store):
         db = self._db
         assert db is not None, "store is not open"
         try:
-            db.execute("BEGIN")
-            db.executemany("INSERT INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-            db.execute("COMMIT")
+            if len(rows) == 1:  # one statement is its own transaction: no BEGIN, no COMMIT
+                db.execute(_INSERT, rows[0])
+            else:
+                db.execute("BEGIN")
+                db.executemany(_INSERT, rows)
+                db.execute("COMMIT")
         except sqlite3.Error as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
