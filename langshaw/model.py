@@ -6,6 +6,7 @@ is here, already checked; nothing downstream re-reads the text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,9 +106,10 @@ class LangshawProtocol:
             seen.update(dict.fromkeys(action.attributes))
         return tuple(seen)
 
-    @property
+    @functools.cached_property
     def optional(self) -> frozenset[str]:
-        """The attributes an instance may leave absent."""
+        """The attributes an instance may leave absent (``types`` is frozen, so
+        this is worked out once: every bind asks)."""
         return frozenset(name for name, t in self.types.items() if t.optional)
 
     def type_of(self, attribute: str) -> AttributeType | None:
