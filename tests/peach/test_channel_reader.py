@@ -31,24 +31,30 @@ class Wire:
         return True
 
 
+def attempting(
+    build: Any = None,
+) -> tuple[SyncExecutor, PeachAdapter, Wire, Line, ActionInstance, asyncio.Task[Any]]:
+    """An executor's line with one attempt (id ``a1``, a Create of ``c1``) on the
+    wire; ``build`` makes its batch (by default, as the executor does)."""
+    executor = SyncExecutor("http://127.0.0.1:9", "p1-token")
+    adapter = PeachAdapter("p1", SIMPLE, "Platform", executor)
+    wire = Wire()
+    line = Line(wire)  # type: ignore[arg-type]
+    mine = ActionInstance(SIMPLE.action("Create"), create("c1")["bindings"])
+    if build is None:
+        build = lambda data: _finalized(adapter, [mine], data)  # noqa: E731
+    attempt = asyncio.create_task(line.attempt({"instances": [], "attempt_id": "a1"}, build))
+    return executor, adapter, wire, line, mine, attempt
+
+
 def frame(event: str, data: dict[str, Any], ident: int | None = None) -> bytes:
     head = b"" if ident is None else b"id: %d\n" % ident
     return head + f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 async def test_an_answered_batch_is_given_before_the_next_one_in_the_same_chunk() -> None:
-    executor = SyncExecutor("http://127.0.0.1:9", "p1-token")
-    adapter = PeachAdapter("p1", SIMPLE, "Platform", executor)
-    wire = Wire()
-    line = Line(wire)  # type: ignore[arg-type]
-    mine = ActionInstance(SIMPLE.action("Create"), create("c1")["bindings"])
+    executor, adapter, wire, line, mine, attempt = attempting()
     other = {"action": "Create", "bindings": create("c2")["bindings"], "performer": "p2"}
-    attempt = asyncio.create_task(
-        line.attempt(
-            {"instances": [], "attempt_id": "a1"},
-            lambda data: _finalized(adapter, [mine], data),
-        )
-    )
 
     async def chunks() -> AsyncIterator[bytes]:
         await wire.sending.wait()  # the attempt is on the wire: its answer may come
@@ -65,13 +71,7 @@ async def test_an_answered_batch_is_given_before_the_next_one_in_the_same_chunk(
 
 
 async def test_a_refused_or_unknown_answer_gives_no_batch() -> None:
-    executor = SyncExecutor("http://127.0.0.1:9", "p1-token")
-    adapter = PeachAdapter("p1", SIMPLE, "Platform", executor)
-    wire = Wire()
-    line = Line(wire)  # type: ignore[arg-type]
-    attempt = asyncio.create_task(
-        line.attempt({"instances": [], "attempt_id": "a1"}, lambda data: 1 / 0)  # type: ignore[arg-type,return-value]
-    )
+    executor, adapter, wire, line, _, attempt = attempting(lambda data: 1 / 0)
 
     async def chunks() -> AsyncIterator[bytes]:
         await wire.sending.wait()
@@ -84,17 +84,7 @@ async def test_a_refused_or_unknown_answer_gives_no_batch() -> None:
 
 
 async def test_a_malformed_answer_fails_its_attempt_and_the_reader_goes_on() -> None:
-    executor = SyncExecutor("http://127.0.0.1:9", "p1-token")
-    adapter = PeachAdapter("p1", SIMPLE, "Platform", executor)
-    wire = Wire()
-    line = Line(wire)  # type: ignore[arg-type]
-    mine = ActionInstance(SIMPLE.action("Create"), create("c1")["bindings"])
-    attempt = asyncio.create_task(
-        line.attempt(
-            {"instances": [], "attempt_id": "a1"},
-            lambda data: _finalized(adapter, [mine], data),
-        )
-    )
+    executor, adapter, wire, line, _, attempt = attempting()
 
     async def chunks() -> AsyncIterator[bytes]:
         await wire.sending.wait()
