@@ -25,20 +25,16 @@ independently disagree, as they may.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from langshaw._vclasses import ROOT, Classes, Scope
 from langshaw.instances import ABSENT, ActionInstance, Enablement, Violation
 from langshaw.model import LangshawProtocol
 from langshaw.semantics import SocialState
 
-ROOT = "r"
 _PERMANENT = frozenset({"duplicate", "nono", "nogo"})  # occurrences are never undone
-
-Scope = tuple[tuple[str, str], ...]
-
 
 @dataclass(frozen=True, slots=True)
 class Move:
@@ -63,150 +59,6 @@ class End:
     clauses: frozenset[int]  # completion clauses that hold
 
 
-class _Classes:
-    """The move classes of a protocol and their static relations."""
-
-    def __init__(self, protocol: LangshawProtocol, sub_keys: int, peers: bool) -> None:
-        self.protocol = protocol
-        root = set(protocol.root_keys)
-        pool = {
-            k: [ROOT] if k in root else [f"{k}{i}" for i in range(1, sub_keys + 1)]
-            for k in protocol.keys
-        }
-        order = {k: i for i, k in enumerate(protocol.keys)}
-        self.kinds: list[str] = []
-        self.actions: list[str] = []
-        self.scopes: list[Scope] = []
-        self.roles: list[str] = []  # the performer, or the receiver
-        self.do: dict[tuple[str, Scope], int] = {}
-        self.get: dict[tuple[str, Scope, str], int] = {}
-        for name, action in protocol.actions.items():
-            keys = sorted(action.keys, key=order.__getitem__)
-            for values in itertools.product(*(pool[k] for k in keys)):
-                scope = tuple(zip(keys, values, strict=True))
-                self.do[(name, scope)] = self._add("do", name, scope, action.actor)
-                if peers:
-                    for role in protocol.roles:
-                        if role != action.actor:
-                            self.get[(name, scope, role)] = self._add("get", name, scope, role)
-        self.data = {
-            name: frozenset(
-                a for a in action.attributes if a not in order and a not in protocol.actions
-            )
-            for name, action in protocol.actions.items()
-        }
-        completion = {n for clause in protocol.completion for n in clause}
-        self.choices = frozenset(a for a in protocol.optional if a in completion)
-        self.excluded: set[frozenset[str]] = set()
-        for group in protocol.nono:
-            for a, b in itertools.combinations(group, 2):
-                self.excluded.add(frozenset((a, b)))
-        self.nogo = {frozenset(pair) for pair in protocol.nogo}
-        self.excluded |= self.nogo
-        self.sayso = protocol.sayso
-        self.by_action: dict[str, list[int]] = {}
-        self.by_role: dict[str, list[int]] = {}
-        for (name, _), index in self.do.items():
-            self.by_action.setdefault(name, []).append(index)
-            self.by_role.setdefault(protocol.actions[name].actor, []).append(index)
-        self.carriers = {
-            attribute: [n for n in protocol.actions if attribute in self.data[n]]
-            for attribute in protocol.attributes
-        }
-        self.dependents = self._dependents(peers)
-        # Per role, the actions whose instances bear on its own: dependencies,
-        # exclusions, shared attributes.
-        self.relevant: dict[str, frozenset[str]] = {
-            role: frozenset(
-                a
-                for a in protocol.actions
-                for b in protocol.actions_of(role)
-                if a in b.dependencies
-                or frozenset((a, b.name)) in self.excluded
-                or self.data[a] & self.data[b.name]
-            )
-            for role in protocol.roles
-        }
-
-    def _add(self, kind: str, name: str, scope: Scope, role: str) -> int:
-        self.kinds.append(kind)
-        self.actions.append(name)
-        self.scopes.append(scope)
-        self.roles.append(role)
-        return len(self.kinds) - 1
-
-    def _dependents(self, peers: bool) -> list[tuple[int, ...]]:
-        found: list[set[int]] = [set() for _ in self.kinds]
-        actor = {n: a.actor for n, a in self.protocol.actions.items()}
-        for i, j in itertools.combinations(range(len(self.kinds)), 2):
-            if self._interfere(i, j, actor, peers) or self._interfere(j, i, actor, peers):
-                found[i].add(j)
-                found[j].add(i)
-        return [tuple(sorted(s)) for s in found]
-
-    def _interfere(self, i: int, j: int, actor: dict[str, str], peers: bool) -> bool:
-        """May class ``i`` disable ``j``, or fail to commute with it?"""
-        a, b = self.actions[i], self.actions[j]
-        s, t = self.scopes[i], self.scopes[j]
-        if self.kinds[j] == "get":
-            return False  # a delivery is disabled only by itself; see _interfere(j, i)
-        if self.kinds[i] == "get":
-            # Delivering A's instance to R changes only R's state: what R's own
-            # actions may do, and the values they would carry (A's binding in
-            # their scope, or in a scope above from which they inherit).
-            if self.roles[i] != actor[b]:
-                return False
-            if frozenset((a, b)) in self.excluded and _agree(s, t):
-                return True
-            return any(
-                s == t or (_above(s, t) and actor[b] not in self.sayso.get(x, ()))
-                for x in self.data[a] & self.data[b]
-            )
-        pair = frozenset((a, b))
-        # The same role: one disables the other. Two roles: each acts on its own
-        # state, but which came first decides a nogo violation.
-        if (
-            pair in self.excluded
-            and _agree(s, t)
-            and (actor[a] == actor[b] or not peers or pair in self.nogo)
-        ):
-            return True
-        if self.choices & self.data[a] & self.data[b] and _agree(s, t):
-            return True  # who binds first decides bound or absent
-        if peers:
-            # Values come from each performer's knowledge: a binding above the
-            # scope of an action that inherits (its role may not bind) changes
-            # what it carries, or how the union judges it.
-            for x in self.data[a] & self.data[b]:
-                if s != t and _above(s, t) and actor[b] not in self.sayso.get(x, ()):
-                    return True
-        return False
-
-    def dependency_enablers(self, scope: Scope, needed: str) -> Iterator[int]:
-        """Classes performing ``needed`` in a scope that could meet the dependency."""
-        for index in self.by_action.get(needed, ()):
-            if _agree(self.scopes[index], scope):
-                yield index
-
-    def binding_enablers(self, scope: Scope, attribute: str) -> Iterator[int]:
-        """Classes that could bind ``attribute`` in ``scope`` or a scope above it."""
-        for name in self.carriers.get(attribute, ()):
-            for index in self.by_action[name]:
-                if _above(self.scopes[index], scope):
-                    yield index
-
-
-def _agree(s: Scope, t: Scope) -> bool:
-    values = dict(s)
-    return all(values.get(k, v) == v for k, v in t)
-
-
-def _above(s: Scope, t: Scope) -> bool:
-    """``s`` is ``t`` or an ancestor of it."""
-    values = dict(t)
-    return all(k in values and values[k] == v for k, v in s)
-
-
 class _Model:
     """What both models share: classes, interning, the stubborn-set closure."""
 
@@ -214,7 +66,7 @@ class _Model:
 
     def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
         self.protocol = protocol
-        self.c = _Classes(protocol, sub_keys, self.peers)
+        self.c = Classes(protocol, sub_keys, self.peers)
         self.root = tuple(ROOT for _ in protocol.root_keys)
         self.idents: dict[tuple[str, tuple[tuple[str, Any], ...]], int] = {}
         self.instances: list[ActionInstance] = []
@@ -418,14 +270,23 @@ class PeerModel(_Model):
         self.masks = [0] * len(roles)
         self.occurred: dict[tuple[str, Scope], Move] = {}
         self.first: Violation | None = None  # the first safety violation, if any
+        # (role, action, scope, attribute): a value a role received but does not hold,
+        # having received another one first (after a binding conflict, the order
+        # of deliveries decides what a role holds; the masks alone do not say).
+        self.lost: tuple[tuple[int, str, Scope, str], ...] = ()  # sorted
         self._undo: list[tuple[Any, ...]] = []
 
-    def key(self) -> tuple[tuple[int, ...], bool]:
-        return tuple(self.masks), self.first is not None
+    def key(self) -> tuple[tuple[int, ...], Hashable]:
+        """The masks, and whether a violation occurred (or, after a conflict
+        whose values some role received, which of them each holds)."""
+        return tuple(self.masks), self.lost or self.first is not None
 
     def do(self, move: Move) -> None:
         role = self.role_index[move.role]
         journal: list[Any] = []
+        lost = self.lost
+        if move.kind == "get":
+            self._note_losses(role, move)
         self.local[move.role].apply([move.instance], journal)
         entry: tuple[Any, ...]
         if move.kind == "do":
@@ -438,7 +299,7 @@ class PeerModel(_Model):
             self.occurred[place] = move
             entry = (role, journal, self.masks[role], shared, before, place)
         else:
-            entry = (role, journal, self.masks[role])
+            entry = (role, journal, self.masks[role], lost)
         self.masks[role] |= 1 << move.ident
         self._undo.append(entry)
 
@@ -446,10 +307,32 @@ class PeerModel(_Model):
         entry = self._undo.pop()
         role, journal, self.masks[role] = entry[0], entry[1], entry[2]
         self.local[self.protocol.roles[role]].undo(journal)
-        if len(entry) > 3:
+        if len(entry) > 4:
             self.union.undo(entry[3])
             self.first = entry[4]
             del self.occurred[entry[5]]
+        else:
+            self.lost = entry[3]
+
+    def _note_losses(self, role: int, move: Move) -> None:
+        """Before ``move`` delivers its instance: what it binds, among what the
+        receiver carries, that the receiver already holds otherwise."""
+        carried = self.c.carried[move.role]
+        if not carried:
+            return
+        enactment = self.local[move.role].enactment(self.root)
+        scope = enactment.scopes.get(self.c.scopes[move.cls]) if enactment else None
+        if scope is None:
+            return
+        held = scope.bindings
+        bindings = move.instance.bindings
+        lost = [
+            (role, self.c.actions[move.cls], self.c.scopes[move.cls], x)
+            for x in self.c.data[self.c.actions[move.cls]] & carried
+            if x in held and held[x] != bindings.get(x, ABSENT)
+        ]
+        if lost:
+            self.lost = tuple(sorted({*self.lost, *lost}))
 
     def status(self, cls: int) -> Any:
         found = self._status.get(cls)
@@ -484,14 +367,29 @@ class PeerModel(_Model):
         role, scope = c.roles[cls], c.scopes[cls]
         assert why.attribute is not None
         if why.rule == "dependency":
-            found = c.dependency_enablers(scope, why.attribute)
-        else:
-            found = c.binding_enablers(scope, why.attribute)
-        for index in found:
+            yield from self._dependency_enablers(role, scope, why.attribute)
+            return
+        for index in c.binding_enablers(scope, why.attribute):
             if c.roles[index] == role:
                 yield index
             else:
                 yield c.get[(c.actions[index], c.scopes[index], role)]
+
+    def _dependency_enablers(self, role: str, scope: Scope, needed: str) -> Iterator[int]:
+        """What could give ``role`` the dependency ``needed`` for an action in
+        ``scope``: its occurrence in a scope that could meet it, received (or
+        performed, by its own role). Received out of order, an instance that
+        carries it meets it too; such a carrier exists only once the dependency
+        occurred in its scope, so until then that occurrence is what it takes."""
+        c = self.c
+        for index in c.dependency_enablers(scope, needed):
+            if c.roles[index] == role or (needed, c.scopes[index]) not in self.occurred:
+                yield index  # performed by the role, or to be performed first
+            else:
+                there = c.scopes[index]
+                yield c.get[(needed, there, role)]
+                for name in c.bearers[(needed, role)]:
+                    yield c.get[(name, there, role)]
 
     def relevant(self, name: str, role: str) -> bool:
         """Can receiving an instance of ``name`` change what ``role`` may do?"""

@@ -297,6 +297,65 @@ def test_the_reduction_reaches_every_deadlock_of_random_protocols(text: str) -> 
         assert outcomes(protocol, model_type, reduce=True) == full, text
 
 
+# Counterexamples the property test found, kept as plain tests.
+CARRIED_DEPENDENCY = """R
+who A, B
+what id key, X0
+do
+  A : X0(id, p, q)
+  B : X1(id, X0, p)
+  A : X2(id, X0, s)
+  A : X3(id)
+sayso
+  A > B : p
+  A : q
+  A : s
+"""
+
+DELIVERY_ORDER = """R
+who A, B, C
+what id key, X0
+do
+  B : X0(id, p, s)
+  C : X1(id, p, s)
+  A : X2(id, p, q)
+sayso
+  A > B : p
+  A : q
+  A > B : s
+"""
+
+
+@pytest.mark.parametrize(
+    "text", [CARRIED_DEPENDENCY, DELIVERY_ORDER], ids=["carried-dependency", "delivery-order"]
+)
+@pytest.mark.parametrize("model_type", [SharedModel, PeerModel], ids=["shared", "peers"])
+def test_the_reduction_reaches_every_deadlock_of_found_protocols(
+    text: str, model_type: Any
+) -> None:
+    protocol = LangshawProtocol.parse(text)
+    full = outcomes(protocol, model_type, reduce=False)
+    assert full is not None
+    assert outcomes(protocol, model_type, reduce=True) == full
+
+
+def test_a_dependency_received_only_through_an_instance_that_carries_it() -> None:
+    # B receives X2 (which carries X0) before X0 itself: X1's dependency on X0 is
+    # met, but p is not bound yet in B's state, so B binds it, against A's value.
+    protocol = LangshawProtocol.parse(CARRIED_DEPENDENCY)
+    for reduce in (True, False):
+        report = verify(protocol, semantics="decentralized", reduce=reduce)
+        assert report.safe is False, reduce
+        [conflict] = report.conflicts
+        assert (conflict.rule, conflict.actions, conflict.attribute) == ("bound", ("X1",), "p")
+        assert [str(s) for s in conflict.trace] == [
+            "A (received nothing): X0(id=r, p=<p by A>, q=<q by A>)",
+            "A (received nothing): X2(X0, id=r, s=<s by A>)",
+            "B (received 2): X1(X0, id=r, p=<p by B>)",
+        ]
+        replay_conflict(protocol, conflict)
+
+
 @pytest.mark.parametrize("name", ["unsafe-nono.lsh", "unsafe-nogo.lsh", "binding-conflict.lsh",
                                   "not-live.lsh"])
 @pytest.mark.parametrize("semantics", ["shared", "decentralized"])
