@@ -53,6 +53,10 @@ from strabo.ucp.platform_agent import (  # noqa: E402
 )
 from syncserver import SyncServer  # noqa: E402
 
+#: Attempts on a checkout's path, each a hop through the SyncServer to the other
+#: agent: Create, Created, Complete, Completed.
+HOPS = 4
+
 CREATE = {
     "line_items": SAMPLE_LINE_ITEMS,
     "currency": "USD",
@@ -237,6 +241,29 @@ async def client_cost(host: str, port: int) -> tuple[float, float]:
     return statistics.median(timings[0]), statistics.median(timings[1])
 
 
+async def relay_hop(host: str, port: int) -> float:
+    """Median time for a line to cross a bare relay process (bench/_servers.py
+    --relay) from one of this process's connections to another, with both
+    processes idle before each line, as they are while the merchant answers."""
+    sender = await asyncio.open_connection(host, port)
+    receiver = await asyncio.open_connection(host, port)
+    line = b"x" * 300 + b"\n"
+    sender[1].write(line)  # the relay pairs connections in the order they connect
+    await sender[1].drain()
+    await receiver[0].readline()
+    timings = []
+    for i in range(1200):
+        await asyncio.sleep(0.002)  # idle like a checkout waiting on the merchant
+        start = time.perf_counter()
+        sender[1].write(line)
+        await receiver[0].readline()
+        if i >= 200:
+            timings.append(time.perf_counter() - start)
+    for _, writer in (sender, receiver):
+        writer.close()
+    return statistics.median(timings)
+
+
 def _config(directory: Path) -> Path:
     path = directory / "ucp.toml"
     path.write_text(
@@ -293,6 +320,9 @@ async def main(quick: bool) -> None:
 
     async with process(sys.executable, str(ROOT / "bench" / "_servers.py")) as (host, port, _):
         with_httpx, minimal = await client_cost(host, port)
+    relay = (sys.executable, str(ROOT / "bench" / "_servers.py"), "--relay")
+    async with process(*relay) as (host, port, _):
+        hop = await relay_hop(host, port)
 
     for label, pipeline, cpu, direct_times, times in results:
         d, m = statistics.median(direct_times), statistics.median(times)
@@ -320,6 +350,18 @@ async def main(quick: bool) -> None:
         "(the SyncExecutor's requests use the second kind, peach/_http1.py; its attempts "
         "ride its channel)"
     )
+    print()
+    print("What any server process costs: one line through a bare relay process, median:")
+    print(
+        f"    {hop * 1e3:.3f} ms a hop; a SimpleUCP checkout crosses the SyncServer {HOPS} times: "
+        f"{HOPS * hop * 1e3:.2f} ms"
+    )
+    for label, _, _, direct_times, times in results:
+        d, m = statistics.median(direct_times), statistics.median(times)
+        print(
+            f"    {label}: the bridge adds {(m - d) * 1e3:.2f} ms; 1.3x allows "
+            f"{0.3 * d * 1e3:.2f} ms"
+        )
 
 
 if __name__ == "__main__":
