@@ -8,7 +8,7 @@ server leaves the batch of an attempt in flight out of the stream, since the
 answer carries it: the reader turns the answer into the batch and applies it
 in its place, before any later batch of the stream. When
 the channel closes, every attempt still waiting fails with a
-:class:`~peach._http1.TransportError`; the executor then resends it under the
+:class:`~strabo.core.http1.TransportError`; the executor then resends it under the
 same attempt id (over HTTP if no channel is open), which the server
 recognizes, so nothing is finalized twice.
 """
@@ -20,8 +20,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from peach._http1 import TransportError, _Connection
 from strabo.core.batch import Batch
+from strabo.core.http1 import Connection, TransportError
 
 #: Makes the batch an attempt's answer describes (its instances, the others').
 Builder = Callable[[dict[str, Any]], Batch]
@@ -39,7 +39,7 @@ MAX_IN_FLIGHT = 64
 class Line:
     """One open channel: attempts out, answers matched to them by id."""
 
-    def __init__(self, connection: _Connection) -> None:
+    def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self._waiting: dict[str, asyncio.Future[tuple[dict[str, Any], Batch | None]]] = {}
         self._builders: dict[str, Builder] = {}

@@ -9,7 +9,7 @@ applied batch, and an attempt whose answer was lost is retried under the same
 attempt id (by POST while no channel is open), which the server recognizes,
 so nothing is lost or finalized twice.
 
-Requests go through a lean keep-alive HTTP/1.1 client (``peach._http1``; httpx
+Requests go through a lean keep-alive HTTP/1.1 client (``strabo.core.http1``; httpx
 cost an agent more CPU per attempt than the server spends on it), or through
 httpx when a ``transport`` is given.
 """
@@ -28,12 +28,12 @@ import httpx
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
 from peach._channel import UNSUPPORTED, UPGRADE, Line
-from peach._http1 import Client, Response, TransportError
 from peach._sse import Decoder
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
 from strabo.core.acts_for import ActsFor
 from strabo.core.batch import Batch, Entry
+from strabo.core.http1 import Client, Response, TransportError
 
 log = logging.getLogger("strabo.peach")
 
@@ -332,7 +332,7 @@ def _rejection(response: Response, instances: Sequence[ActionInstance]) -> Excep
 
 
 class _Client(Protocol):
-    """What the executor needs of an HTTP client (``peach._http1.Client`` is one)."""
+    """What the executor needs of an HTTP client (``strabo.core.http1.Client`` is one)."""
 
     async def request(
         self,

@@ -12,9 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from langshaw import ActionInstance
+from strabo.proxy._client import Answer
 from strabo.proxy.errors import ProxyError
 from strabo.proxy.routes import Route
 
@@ -71,7 +70,7 @@ def digest_key(text: str) -> str:
     return str(uuid.UUID(bytes=hashlib.sha256(text.encode()).digest()[:16]))
 
 
-def read_json(response: httpx.Response) -> Any:
+def read_json(response: Answer) -> Any:
     if not response.content:
         return {}
     try:

@@ -32,6 +32,7 @@ import httpx
 
 from langshaw import ActionInstance, LangshawProtocol
 from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
+from strabo.proxy._client import Client, NoAnswer, Unsendable, open_client
 from strabo.proxy._exchange import (
     ErrorHandler,
     HeaderHook,
@@ -47,6 +48,7 @@ from strabo.proxy._exchange import (
 from strabo.proxy.errors import (
     ProxyAnswerError,
     ProxyError,
+    ProxyRequestError,
     ProxyUnreachable,
     RouteError,
     http_error,
@@ -117,7 +119,7 @@ class ProxyAdapter(PeachAdapter):
             **overrides("ProxyAdapter", {**given, "budget": retry_budget})
         )
         self._transport = transport
-        self._client: httpx.AsyncClient | None = None
+        self._client: Client | None = None
         self.routes: dict[str, Route] = {}
         self._error_handlers: list[ErrorHandler] = []
         self.http_listeners: list[Callable[[HTTPEvent], None]] = []
@@ -287,15 +289,13 @@ class ProxyAdapter(PeachAdapter):
 
     async def _send(self, route: Route, path: str, body: Any, idempotency_key: str) -> Any:
         """Send until an answer that is not worth retrying, or the policy gives up."""
-        client = self._client
-        if client is None:
-            raise ProxyError(f"{self!r} is not started", route=route.name)
         policy = self.policy(route.name)
-        url = self.base_url + path
         first = time.monotonic()
         attempt = 0
         while True:
             attempt += 1
+            client = await self._http(route)  # each try: the service may have moved
+            url = self.base_url + path
             headers = {"Idempotency-Key": idempotency_key}
             if self.header_hook is not None:
                 info = ProxyRequest(route.name, route.method, url, body, idempotency_key, attempt)
@@ -304,9 +304,13 @@ class ProxyAdapter(PeachAdapter):
             wait: float | None = None
             error: ProxyError
             try:
-                response = await client.request(route.method, url, json=body, headers=headers)
-            except httpx.TransportError as exc:  # timeouts included
-                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                response = await client.request(route.method, path, body, headers)
+            except Unsendable as exc:
+                raise ProxyRequestError(
+                    f"{route.method} {url}: cannot send the request: {exc}", route=route.name
+                ) from None
+            except NoAnswer as exc:  # timeouts included
+                reason = str(exc)
                 self._notify(route, path, None, started, attempt, reason)
                 error = ProxyUnreachable(
                     f"{route.method} {url}: no answer ({reason})", route=route.name
@@ -326,6 +330,17 @@ class ProxyAdapter(PeachAdapter):
                 "%s: retrying %s %s in %.2fs (%s)", self.name, route.method, path, delay, error
             )
             await asyncio.sleep(delay)  # retry back-off, not a race fix
+
+    async def _http(self, route: Route) -> Client:
+        """The client, opened again for the service if ``base_url`` changed."""
+        client = self._client
+        if client is None:
+            raise ProxyError(f"{self!r} is not started", route=route.name)
+        if client.base_url != self.base_url:
+            old, client = client, open_client(self.base_url, self.timeout, self._transport)
+            self._client = client
+            await old.aclose()  # what it has in flight still finishes (lean client)
+        return client
 
     def _notify(
         self,
@@ -498,12 +513,7 @@ class ProxyAdapter(PeachAdapter):
         cleaned = {
             k: v
             for k, v in bindings.items()
-            if not (
-                v is None
-                and k in types
-                and types[k].optional
-                and not types[k].fits(None)
-            )
+            if not (v is None and k in types and types[k].optional and not types[k].fits(None))
         }
         return super().build_action(name, cleaned, default=default)
 
@@ -522,7 +532,7 @@ class ProxyAdapter(PeachAdapter):
 
     async def start(self) -> None:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout, transport=self._transport)
+            self._client = open_client(self.base_url, self.timeout, self._transport)
         try:
             await super().start()
         except BaseException:

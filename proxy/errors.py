@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+from strabo.proxy._client import Answer
 
 
 class RouteError(ValueError):
@@ -116,7 +116,7 @@ class ProxyHTTPError(ProxyError):
         return {"status": self.status, "code": self.code, "message": self.detail}
 
 
-def http_error(response: httpx.Response, *, route: str | None = None) -> ProxyHTTPError:
+def http_error(response: Answer, *, route: str | None = None) -> ProxyHTTPError:
     """An error answer read as ProxyHTTPError: the UCP merchant's
     ``{"detail", "code"}``, FastAPI's validation lists, or plain text."""
     try:

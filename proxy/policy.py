@@ -22,9 +22,8 @@ from dataclasses import dataclass, fields, replace
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
-
 from langshaw import ActionInstance, LangshawProtocol
+from strabo.proxy._client import Answer
 from strabo.proxy.errors import ProxyError, RouteError
 
 # Answers a retry may fix. 501 (not implemented) and the 4xx other than 408 and
@@ -114,7 +113,7 @@ def check_timeout(value: Any) -> float:
     return float(value)
 
 
-def retry_after(response: httpx.Response, now: float | None = None) -> float | None:
+def retry_after(response: Answer, now: float | None = None) -> float | None:
     """The ``Retry-After`` of an answer in seconds (delta or HTTP date), or None."""
     value = response.headers.get("retry-after", "").strip()
     if not value:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -15,9 +17,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from peach import PeachAdapter, SyncExecutor
-from peach._http1 import Client, ProtocolError, TransportError
 from peach._sse import Decoder, Event
 from peach.errors import ExecutorError
+from strabo.core.http1 import Client, ProtocolError, TransportError
 from strabo.core.serving import free_port, serve
 from tests.conftest import load
 
@@ -35,7 +37,7 @@ async def ticks(request: Request) -> StreamingResponse:
     async def frames() -> AsyncIterator[bytes]:
         yield b": hello\n\n"
         for i in range(3):
-            yield b"id: %d\nevent: batch\ndata: {\"n\": %d}\n\n" % (i, i)
+            yield b'id: %d\nevent: batch\ndata: {"n": %d}\n\n' % (i, i)
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 
@@ -151,6 +153,46 @@ async def test_bodies_framed_by_chunks_or_by_the_end_of_the_connection() -> None
     until_close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it"
     async with raw_server(replying(until_close)) as url:
         assert (await Client(url).request("GET", "/x")).body == b"all of it"
+
+
+async def test_a_body_in_gzip_or_deflate_is_decoded_any_other_coding_refused() -> None:
+    for coding, data in (
+        ("gzip", gzip.compress(b"squeezed")),
+        ("deflate", zlib.compress(b"squeezed")),
+    ):
+        head = f"HTTP/1.1 200 OK\r\nContent-Encoding: {coding}\r\nContent-Length: {len(data)}"
+        async with raw_server(replying(head.encode() + b"\r\n\r\n" + data)) as url:
+            assert (await Client(url).request("GET", "/x")).body == b"squeezed"
+    brotli = b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 3\r\n\r\nabc"
+    async with raw_server(replying(brotli)) as url:
+        with pytest.raises(ProtocolError, match="content coding this client cannot read: 'br'"):
+            await Client(url).request("GET", "/x")
+
+
+async def test_what_a_request_says_of_itself() -> None:
+    """An empty POST says its length (some servers wait for a body otherwise); a
+    request's own headers go with it only; none may carry a line break."""
+    heads: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError):
+            while True:
+                heads.append(await reader.readuntil(b"\r\n\r\n"))
+                writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(record, "127.0.0.1", 0)
+    async with server:
+        client = Client(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        await client.request("POST", "/x", headers={"Idempotency-Key": "k1"})
+        await client.request("GET", "/x")
+        with pytest.raises(ValueError, match="invalid header"):
+            await client.request("GET", "/x", headers={"Request-Id": "r\r\nX-Smuggled: 1"})
+        await client.aclose()
+    post, get = heads
+    assert b"Content-Length: 0\r\n" in post and b"Idempotency-Key: k1\r\n" in post
+    assert b"Content-Length" not in get and b"Idempotency-Key" not in get
+    assert b"Accept-Encoding: identity\r\n" in get
 
 
 async def test_a_quiet_stream_times_out() -> None:

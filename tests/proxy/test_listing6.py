@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 
+import httpx
 import pytest
 from pytest_httpx import HTTPXMock
 
@@ -90,6 +91,9 @@ async def test_listing_6_as_printed(
             combined)])
     # fmt: on
     # ---------------------------------------------------------------------------------
+    # pytest-httpx answers for the merchant, and it sees httpx only: with a transport
+    # the proxy uses httpx instead of its lean client, which would go to the network.
+    proxy._transport = httpx.AsyncHTTPTransport()
 
     platform = PeachAdapter("platform", protocol, "Platform", executor)
     seen: list[ActionInstance] = []

@@ -61,6 +61,9 @@ class Shop:
             self.changed.set()
 
     def new_proxy(self, **options: Any) -> ProxyAdapter:
+        # pytest-httpx answers for the merchant, and it sees httpx only: a transport
+        # makes the proxy use httpx instead of its lean client.
+        options.setdefault("transport", httpx.AsyncHTTPTransport())
         return ProxyAdapter(
             "business", SIMPLE, "Business", self.executor, base_url=MERCHANT, **options
         )

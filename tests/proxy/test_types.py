@@ -33,7 +33,7 @@ class World:
         self.buyer = PeachAdapter("buyer", ORDER, "Buyer", executor)
         self.seller = ProxyAdapter(
             "seller", ORDER, "Seller", executor, base_url=SHOP, internal=["oid"], backoff=0.001,
-            exclude=exclude,
+            exclude=exclude, transport=httpx.AsyncHTTPTransport(),  # pytest-httpx sees httpx only
         )
         self.seen: list[ActionInstance] = []
         self.changed = asyncio.Event()

@@ -205,12 +205,24 @@ async def test_an_update_of_a_session_the_merchant_canceled_is_rejected_and_revo
     async with shop() as s:
 
         def expire_first(agent: ResilientPlatform, proxy: Any) -> None:
-            # Registered before the Platform's own handler: the session is
-            # expired before the Update is attempted.
+            # The session expires on Created; the Platform's Update, which its
+            # own handler of Created attempts concurrently, waits for that.
+            expired = asyncio.Event()
+
             @agent.observation("Created")
             async def expire(created: ActionInstance, performer: str) -> None:
                 answer = await s.testing("POST", f"checkout-sessions/{created['id']}/expire")
                 assert answer.status_code == 200, answer.text
+                expired.set()
+
+            attempt = agent.attempt
+
+            async def after_expiry(instances: Any, *args: Any, **kwargs: Any) -> Any:
+                if any(i.name == "Update" for i in instances):
+                    await expired.wait()
+                return await attempt(instances, *args, **kwargs)
+
+            agent.attempt = after_expiry  # type: ignore[method-assign]
 
         agent, _ = await checkout(s, update=two, setup=expire_first)
         seen = names(agent)

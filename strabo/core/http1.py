@@ -1,7 +1,9 @@
-"""A lean keep-alive HTTP/1.1 client over asyncio streams, for the SyncExecutor.
+"""A lean keep-alive HTTP/1.1 client over asyncio streams, for the agents' side:
+the SyncExecutor's requests to a SyncServer, and a proxy's to its service.
 
 An agent talking to a SyncServer spends most of an attempt's time in its HTTP
-client, not on the network nor in the server. Measured on the 2-vCPU benchmark
+client, not on the network nor in the server; a proxy, most of its bridging cost
+in its requests to the merchant. Measured on the 2-vCPU benchmark
 machine (2026-11-23), one small JSON POST to a bare echo endpoint: httpx 1.63 ms
 per round trip; h11 driven directly over asyncio streams 0.52 ms and 261 us of
 client CPU; this client 0.39 ms and 128 us. h11's per-event validation and state
@@ -15,8 +17,13 @@ Connections are kept alive and reused, one request at a time each; concurrent
 requests open more (up to ``max_connections``). A reused connection that turns
 out closed by the server before any byte of the answer (its keep-alive timeout,
 a restart) is replaced and the request sent once more on a new one: callers
-send only requests that are safe to repeat (reads, and attempts carrying an
-attempt id, which the server recognizes).
+send only requests that are safe to repeat (reads, attempts carrying an
+attempt id, which the server recognizes, and a proxy's requests, each with its
+idempotency key).
+
+What it does not do, where httpx would: follow redirects (neither does httpx by
+default), use a proxy from the environment, speak HTTP/2, decode any content
+coding but gzip and deflate (it asks for none).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import ssl
+import zlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -41,6 +49,11 @@ class TransportError(Exception):
 
 class ProtocolError(TransportError):
     """The answer is not HTTP/1.1 as this client reads it (garbled or truncated)."""
+
+
+class RequestError(ValueError):
+    """The request cannot go on the wire: a header with a line break in it, a
+    body that is not JSON. Nothing was sent."""
 
 
 class _Stale(TransportError):
@@ -67,6 +80,10 @@ class Response:
         return self.reason
 
     @property
+    def content(self) -> bytes:
+        return self.body
+
+    @property
     def text(self) -> str:
         return self.body.decode("utf-8", "replace")
 
@@ -74,7 +91,7 @@ class Response:
         return json.loads(self.body)
 
 
-class _Connection:
+class Connection:
     """One TCP (or TLS) connection: writes requests, reads responses."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -120,6 +137,7 @@ class _Connection:
             response, keep = _parse_head(raw)
             if not 100 <= response.status < 200:
                 return response, keep
+            self.reused = False  # an interim answer: the request got there, never resend it
             if response.status == 101:
                 if switch:
                     return response, True
@@ -131,7 +149,7 @@ class _Connection:
             return b"", keep
         length = response.headers.get("content-length")
         if length is not None and not _chunked(response):  # the usual case, read at once
-            if not length.isdigit():
+            if not _digits(length):
                 raise ProtocolError(f"bad Content-Length {length[:40]!r}")
             try:
                 return (await self.reader.readexactly(int(length)) if length != "0" else b""), keep
@@ -189,7 +207,7 @@ class _Connection:
                         quiet.reschedule(loop.time() + read_timeout)
             elif "content-length" in response.headers:
                 text = response.headers["content-length"]
-                if not text.isdigit():
+                if not _digits(text):
                     raise ProtocolError(f"bad Content-Length {text[:40]!r}")
                 if int(text):
                     yield await reader.readexactly(int(text))
@@ -215,6 +233,34 @@ def _chunked(response: Response) -> bool:
     return "chunked" in response.headers.get("transfer-encoding", "").lower()
 
 
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # not "²", which int() refuses
+
+
+def _header_lines(headers: Mapping[str, str]) -> str:
+    """Header lines, refusing what would break the request's framing (a CR or
+    LF would let a value smuggle headers, or a second request, onto the wire)."""
+    lines = []
+    for name, value in headers.items():
+        if not name or any(c in name for c in ":\r\n \t") or "\r" in value or "\n" in value:
+            raise RequestError(f"invalid header {name!r}: {value[:40]!r}")
+        lines.append(f"{name}: {value}\r\n")
+    return "".join(lines)
+
+
+def _decoded(body: bytes, coding: str) -> bytes:
+    """A body in the content coding the server chose although none was asked."""
+    if coding not in ("gzip", "x-gzip", "deflate"):
+        raise ProtocolError(f"a response in a content coding this client cannot read: {coding!r}")
+    try:
+        return zlib.decompress(body, 32 + zlib.MAX_WBITS)  # gzip or zlib, told by its header
+    except zlib.error as exc:
+        raise ProtocolError(f"the {coding} body does not decode: {exc}") from None
+
+
 def _parse_head(raw: bytes) -> tuple[Response, bool]:
     try:
         text = raw.decode("latin-1")
@@ -223,7 +269,7 @@ def _parse_head(raw: bytes) -> tuple[Response, bool]:
     lines = text[:-4].split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code, _, reason = rest.partition(" ")
-    if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not code.isdigit():
+    if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not _digits(code):
         raise ProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:
@@ -265,10 +311,16 @@ class Client:
         default_port = self.port == (443 if self.ssl else 80)
         host = f"[{self.host}]" if ":" in self.host else self.host
         authority = host if default_port else f"{host}:{self.port}"
-        fixed = {"Host": authority, "Accept": "*/*", "User-Agent": "strabo-peach"}
+        fixed = {
+            "Host": authority,
+            "Accept": "*/*",
+            "Accept-Encoding": "identity",
+            "User-Agent": "strabo",
+        }
         fixed.update(headers or {})
-        self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
-        self._idle: list[_Connection] = []
+        self._fixed = _header_lines(fixed)
+        self._fixed_by_name = {name.lower(): (name, value) for name, value in fixed.items()}
+        self._idle: list[Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
 
@@ -276,15 +328,19 @@ class Client:
         target = self.prefix + path
         return f"{target}?{urlencode(params)}" if params else target
 
-    def _request(self, method: str, target: str, payload: bytes | None) -> bytes:
-        head = f"{method} {target} HTTP/1.1\r\n{self._fixed}"
+    def _request(
+        self, method: str, target: str, payload: bytes | None, lines: str | None = None
+    ) -> bytes:
+        head = f"{method} {target} HTTP/1.1\r\n{self._fixed if lines is None else lines}"
         if payload is None:
+            if method in _WITH_BODY:  # an empty body, said so (some servers wait otherwise)
+                return f"{head}Content-Length: 0\r\n\r\n".encode()
             return f"{head}\r\n".encode()
         return (
             f"{head}Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
         ).encode() + payload
 
-    async def _open(self) -> _Connection:
+    async def _open(self) -> Connection:
         if self._closed:
             raise TransportError("the client is closed")
         try:
@@ -299,9 +355,9 @@ class Client:
             ) from None
         except (OSError, ssl.SSLError) as exc:
             raise TransportError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
-        return _Connection(reader, writer)
+        return Connection(reader, writer)
 
-    async def _take(self) -> _Connection:
+    async def _take(self) -> Connection:
         while self._idle:
             connection = self._idle.pop()
             if connection.usable():
@@ -310,7 +366,7 @@ class Client:
             connection.close()
         return await self._open()
 
-    def _give_back(self, connection: _Connection) -> None:
+    def _give_back(self, connection: Connection) -> None:
         if self._closed or len(self._idle) >= KEEP_IDLE or not connection.usable():
             connection.close()
         else:
@@ -323,12 +379,22 @@ class Client:
         *,
         json_body: Any = None,
         params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """Send one request and read its whole response."""
+        """Send one request and read its whole response; ``headers`` go with this
+        request only (over the client's own of the same name)."""
         payload = None
         if json_body is not None:
-            payload = json.dumps(json_body, separators=(",", ":"), allow_nan=False).encode()
-        data = self._request(method, self._target(path, params), payload)
+            try:
+                payload = json.dumps(json_body, separators=(",", ":"), allow_nan=False).encode()
+            except (TypeError, ValueError) as exc:
+                raise RequestError(f"the body is not JSON: {exc}") from None
+        lines = None
+        if headers:
+            merged = dict(self._fixed_by_name)
+            merged.update((name.lower(), (name, value)) for name, value in headers.items())
+            lines = _header_lines(dict(merged.values()))
+        data = self._request(method, self._target(path, params), payload, lines)
         async with self._slots:
             try:
                 async with asyncio.timeout(self.timeout):
@@ -351,12 +417,15 @@ class Client:
                 raise TransportError(f"no answer within {self.timeout}s") from None
 
     async def _exchange(
-        self, connection: _Connection, method: str, data: bytes
+        self, connection: Connection, method: str, data: bytes
     ) -> tuple[Response, bool]:
         await connection.send(data)
         response, keep = await connection.head()
         connection.reused = False  # answered: a failure from here on is not stale
         response.body, keep = await connection.body(method, response, keep)
+        coding = response.headers.get("content-encoding", "identity").lower()
+        if coding != "identity" and response.body:  # an empty body is empty in any coding
+            response.body = _decoded(response.body, coding)
         return response, keep
 
     @contextlib.asynccontextmanager
@@ -378,7 +447,7 @@ class Client:
         finally:
             connection.close()
 
-    async def _open_with(self, head: bytes, switch: bool) -> tuple[_Connection, Response]:
+    async def _open_with(self, head: bytes, switch: bool) -> tuple[Connection, Response]:
         """A connection of its own, ``head`` sent on it and the answer's head read
         (and its body too, unless a ``101`` when ``switch``), within the timeout."""
         connection = await self._open()
@@ -404,7 +473,7 @@ class Client:
         *,
         params: Mapping[str, Any] | None = None,
         read_timeout: float | None = None,
-    ) -> AsyncIterator[tuple[Response, _Connection | None, AsyncIterator[bytes]]]:
+    ) -> AsyncIterator[tuple[Response, Connection | None, AsyncIterator[bytes]]]:
         """``GET path`` asking to switch the connection to ``protocol``, on a
         connection of its own. On ``101`` yields the response, the connection
         (to write to) and the bytes that arrive on it; otherwise the response
