@@ -63,6 +63,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="values each non-root key may take in one enactment (default 2)",
     )
     parser.add_argument(
+        "--no-collisions",
+        dest="collisions",
+        action="store_false",
+        help="decentralized: a role uses a sub-key value only if it has received it or "
+        "nobody used it yet (by default any value, as if two agents could generate "
+        "the same one)",
+    )
+    parser.add_argument(
         "--max-states",
         type=_positive,
         default=200_000,

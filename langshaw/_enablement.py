@@ -5,6 +5,7 @@ attempts that would be accepted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from langshaw._compiled import (
@@ -83,28 +84,29 @@ def _evaluate(
                 action=name,
                 attribute=dependency,
             )
-    for other, rule, relation, their_keys in c.exclusions[name]:
-        if not scopes:
-            break
+    if scopes and c.exclusions[name]:
         if values is None:
             values = dict(candidate)
-        if relation == "same-or-up":
-            there = scopes.get(tuple((k, values[k]) for k in their_keys))
-            hit = there is not None and other in there.bindings
-        else:
-            hit = any(
-                _occurred_in(s, other, their_keys) and _agrees(s.key, values)
-                for s in scopes.values()
-            )
-        if hit:
-            if rule == "nono":
-                message = (
-                    f"'{name}' and '{other}' exclude each other (nono), and '{other}' occurred"
-                )
-            else:
-                message = f"'{other}' occurred, and '{other} -/> {name}' (nogo)"
-            return Violation(rule, message, action=name, attribute=other)
+        hit = next(_excluded(c, scopes, name, values), None)
+        if hit is not None:
+            return hit
 
+    return _bindings(c, enactment, action, candidate, scope, values, check)
+
+
+def _bindings(
+    c: _Compiled,
+    enactment: Enactment | None,
+    action: Action,
+    candidate: ScopeKey,
+    scope: _Scope | None,
+    values: dict[str, Any] | None,
+    check: bool,
+) -> Any:
+    """What the instance must carry (fixed) and may bind, by the binding rules
+    alone; a Violation where no value is available (rule ``sayso``) or the
+    enclosing scopes disagree."""
+    name = action.name
     if check:
         keys: dict[str, Any] = {}
         new_keys: list[str] = []
@@ -151,6 +153,31 @@ def _evaluate(
     if check:
         return fixed
     return Enablement(action, keys, tuple(new_keys), fixed, tuple(to_bind))
+
+
+def _excluded(
+    c: _Compiled, scopes: dict[ScopeKey, _Scope], name: str, values: dict[str, Any]
+) -> Iterator[Violation]:
+    """Every nono or nogo partner of ``name`` that occurred in a correlated
+    instance: the first decides enablement; all of them are what one
+    concurrent instance breaks (``SocialState.violations``)."""
+    for other, rule, relation, their_keys in c.exclusions[name]:
+        if relation == "same-or-up":
+            there = scopes.get(tuple((k, values[k]) for k in their_keys))
+            hit = there is not None and other in there.bindings
+        else:
+            hit = any(
+                _occurred_in(s, other, their_keys) and _agrees(s.key, values)
+                for s in scopes.values()
+            )
+        if hit:
+            if rule == "nono":
+                message = (
+                    f"'{name}' and '{other}' exclude each other (nono), and '{other}' occurred"
+                )
+            else:
+                message = f"'{other}' occurred, and '{other} -/> {name}' (nogo)"
+            yield Violation(rule, message, action=name, attribute=other)
 
 
 def _inherited(

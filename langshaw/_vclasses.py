@@ -24,8 +24,15 @@ Scope = tuple[tuple[str, str], ...]
 class Classes:
     """The move classes of a protocol and their static relations."""
 
-    def __init__(self, protocol: LangshawProtocol, sub_keys: int, peers: bool) -> None:
+    def __init__(
+        self, protocol: LangshawProtocol, sub_keys: int, peers: bool, collisions: bool = True
+    ) -> None:
         self.protocol = protocol
+        # Without collisions, a role may use a sub-key value only if it holds
+        # it or nobody used it yet: whoever uses a value first disables every
+        # other role's class in a scope with it.
+        self.collisions = collisions
+        self.root_keys = frozenset(protocol.root_keys)
         root = set(protocol.root_keys)
         pool = {
             k: [ROOT] if k in root else [f"{k}{i}" for i in range(1, sub_keys + 1)]
@@ -47,6 +54,22 @@ class Classes:
                     for role in protocol.roles:
                         if role != action.actor:
                             self.get[(name, scope, role)] = self._add("get", name, scope, role)
+        # Sentinels: each action in each scope that uses a key value beyond the
+        # pool (``k{N+1}``). They are never performed; the model asks whether one
+        # is enabled, which is what "the bound was reached" means (verify.py).
+        self.real = len(self.kinds)
+        self.beyond: list[int] = []
+        wider = {
+            k: values if k in root else [*values, f"{k}{sub_keys + 1}"]
+            for k, values in pool.items()
+        }
+        for name, action in protocol.actions.items():
+            keys = sorted(action.keys, key=order.__getitem__)
+            for values in itertools.product(*(wider[k] for k in keys)):
+                if all(v in pool[k] for k, v in zip(keys, values, strict=True)):
+                    continue
+                scope = tuple(zip(keys, values, strict=True))
+                self.beyond.append(self._add("beyond", name, scope, action.actor))
         self.data = {
             name: frozenset(
                 a for a in action.attributes if a not in order and a not in protocol.actions
@@ -118,6 +141,33 @@ class Classes:
             for role in protocol.roles
         }
         self.dependents = self._dependents(peers)
+        # Decentralized: per perform class, the other roles' perform classes
+        # whose instances the union could refuse for this one's (or this one's
+        # for theirs): an exclusion partner, or an attribute that can hold two
+        # values, carried in the same scope or one above or below. A class with
+        # none can never be unsafe.
+        self.clashes: dict[int, tuple[int, ...]] = {}
+        # Per such class, every kind of conflict its instance could be (a
+        # superset: what verify.py's kinds would name).
+        self.potential: dict[int, frozenset[tuple[str, ...]]] = {}
+        if peers:
+            rebound = self._rebound()
+            for i in range(self.real):
+                found = tuple(
+                    j
+                    for j in range(self.real)
+                    if self.kinds[i] == self.kinds[j] == "do"
+                    and self.roles[j] != self.roles[i]
+                    and self._clash(i, j, rebound)
+                )
+                if found:
+                    self.clashes[i] = found
+                    self.potential[i] = frozenset(
+                        k for j in found for k in self._kinds(i, j, rebound)
+                    )
+        self.seeds = sorted(
+            range(self.real), key=lambda i: (i in self.clashes, len(self.dependents[i]))
+        )
         # Per role, the actions whose instances bear on its own: dependencies,
         # exclusions, shared attributes.
         self.relevant: dict[str, frozenset[str]] = {
@@ -128,6 +178,7 @@ class Classes:
                 if self.names[(a, role)] & set(b.dependencies)
                 or any(frozenset((n, b.name)) in self.excluded for n in self.names[(a, role)])
                 or self.data[a] & self.data[b.name]
+                or (not collisions and self._sub_keys(a) & self._sub_keys(b.name))
             )
             for role in protocol.roles
         }
@@ -142,7 +193,7 @@ class Classes:
     def _dependents(self, peers: bool) -> list[tuple[int, ...]]:
         found: list[set[int]] = [set() for _ in self.kinds]
         actor = {n: a.actor for n, a in self.protocol.actions.items()}
-        for i, j in itertools.combinations(range(len(self.kinds)), 2):
+        for i, j in itertools.combinations(range(self.real), 2):
             if self._interfere(i, j, actor, peers) or self._interfere(j, i, actor, peers):
                 found[i].add(j)
                 found[j].add(i)
@@ -178,6 +229,10 @@ class Classes:
                 s == t or (above(s, t) and actor[b] not in self.sayso.get(x, ()))
                 for x in self.data[a] & self.data[b]
             )
+        if peers and not self.collisions and actor[a] != actor[b]:
+            mine = {kv for kv in s if kv[0] not in self.root_keys}
+            if any(kv in mine for kv in t):
+                return True  # the first to use a sub-key value takes it
         pair = frozenset((a, b))
         # The same role: one disables the other. Two roles: each acts on its own
         # state, but which came first decides a nogo violation.
@@ -197,6 +252,55 @@ class Classes:
                 if s != t and above(s, t) and actor[b] not in self.sayso.get(x, ()):
                     return True
         return False
+
+    def _rebound(self) -> frozenset[str]:
+        """Attributes that can hold two values in one scope: two roles may bind
+        them, or one may leave them absent (completion names them), or a role
+        may bind them afresh in a scope below one where it bound them already."""
+        two = {x for x, chain in self.sayso.items() if len(set(chain)) > 1} | self.choices
+        for x, chain in self.sayso.items():
+            binders = [
+                i
+                for i in range(self.real)
+                if self.kinds[i] == "do" and x in self.data[self.actions[i]]
+                and self.roles[i] in chain
+            ]
+            if any(
+                self.scopes[i] != self.scopes[j] and above(self.scopes[i], self.scopes[j])
+                for i in binders
+                for j in binders
+            ):
+                two.add(x)
+        return frozenset(two)
+
+    def _kinds(self, i: int, j: int, rebound: frozenset[str]) -> Iterator[tuple[str, ...]]:
+        """The conflicts ``i``'s instance could be, for one of ``j``'s."""
+        a, b = self.actions[i], self.actions[j]
+        pair = frozenset((a, b))
+        if pair in self.excluded and pair not in self.nogo:
+            yield ("nono", *sorted((a, b)))
+        if (b, a) in self.protocol.nogo:
+            yield ("nogo", a, b)
+        for x in self.data[a] & self.data[b] & rebound:
+            yield ("bound", a, x)
+
+    def _clash(self, i: int, j: int, rebound: frozenset[str]) -> bool:
+        a, b = self.actions[i], self.actions[j]
+        s, t = self.scopes[i], self.scopes[j]
+        if frozenset((a, b)) in self.excluded and agree(s, t):
+            return True
+        shared = self.data[a] & self.data[b] & rebound
+        return bool(shared) and (above(s, t) or above(t, s))
+
+    def _sub_keys(self, name: str) -> frozenset[str]:
+        return frozenset(self.protocol.actions[name].keys) - self.root_keys
+
+    def holders(self, key: str, value: str, role: str) -> Iterator[int]:
+        """The deliveries to ``role`` of instances in scopes where ``key`` has
+        ``value``: what lets it use a value another role made."""
+        for (_, scope, receiver), index in self.get.items():
+            if receiver == role and (key, value) in scope:
+                yield index
 
     def dependency_enablers(self, scope: Scope, needed: str) -> Iterator[int]:
         """Classes performing ``needed`` in a scope that could meet the dependency."""

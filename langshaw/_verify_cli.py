@@ -75,8 +75,13 @@ def findings(report: Report, where: Locator) -> list[tuple[Diagnostic, list[Step
             (
                 where.diagnostic(
                     where.section("what", *where.protocol.completion[0]),
-                    label + f"not live: after this trace the enactment can never complete "
-                    f"({clause})",
+                    label
+                    + (
+                        "not live: after this trace the enactment can never complete"
+                        if report.stuck
+                        else "not live: no enactment can ever complete"
+                    )
+                    + f" ({clause})",
                     "error",
                 ),
                 report.stuck,
@@ -135,7 +140,11 @@ def check(
     reports, found = [], []
     for semantics in args.semantics:
         report = verify(
-            protocol, semantics=semantics, sub_keys=args.sub_keys, max_states=args.max_states
+            protocol,
+            semantics=semantics,
+            sub_keys=args.sub_keys,
+            max_states=args.max_states,
+            collisions=getattr(args, "collisions", True),
         )
         reports.append(report)
         found.extend(findings(report, where))

@@ -36,6 +36,14 @@ from langshaw.semantics import SocialState
 
 _PERMANENT = frozenset({"duplicate", "nono", "nogo"})  # occurrences are never undone
 
+
+def kind(v: Violation) -> tuple[str, ...]:
+    """What a conflict is reported as: a nono pair either way round, a nogo, or
+    an action carrying an attribute that clashes."""
+    if v.rule == "nono":
+        return (v.rule, *sorted((v.action or "", v.attribute or "")))
+    return (v.rule, v.action or "", v.attribute or "")
+
 @dataclass(frozen=True, slots=True)
 class Move:
     """One transition: ``kind`` "do" (``role`` performs) or "get" (``role``
@@ -53,7 +61,6 @@ class End:
     """What holds at a state where nothing more can happen."""
 
     complete: bool
-    truncated: bool  # an action would open a scope beyond the key bound
     bad: bool
     names: frozenset[str]  # actions that occurred
     clauses: frozenset[int]  # completion clauses that hold
@@ -64,13 +71,28 @@ class _Model:
 
     peers = False
 
-    def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
+    def __init__(
+        self, protocol: LangshawProtocol, sub_keys: int, collisions: bool = True
+    ) -> None:
         self.protocol = protocol
-        self.c = Classes(protocol, sub_keys, self.peers)
+        self.c = Classes(protocol, sub_keys, self.peers, collisions)
         self.root = tuple(ROOT for _ in protocol.root_keys)
         self.idents: dict[tuple[str, tuple[tuple[str, Any], ...]], int] = {}
         self.instances: list[ActionInstance] = []
         self._status: dict[int, Any] = {}
+        self._order: dict[int, tuple[int, ...]] = {}
+        self._edges: dict[int, tuple[int, ...]] = {}
+        self.tokens = [self._token(cls) for cls in range(self.c.real)]
+        # Some reachable state enables an action in a scope beyond the key pool.
+        # Until one is seen, every stubborn set holds the sentinel classes
+        # (disabled, with what could enable them), so that the reduction cannot
+        # skip the states where one is enabled.
+        self.bound_reached = False
+        self._opened: tuple[int, tuple[int, ...]] = (-1, ())
+
+    def _token(self, cls: int) -> str:
+        """The abstract value a class binds fresh (``{}``: the attribute)."""
+        return "<{}>"
 
     def intern(self, instance: ActionInstance) -> int:
         ident = (instance.name, tuple(sorted(instance.bindings.items())))
@@ -94,6 +116,10 @@ class _Model:
     def undo(self) -> None:
         raise NotImplementedError
 
+    def violations(self) -> tuple[Violation, ...]:
+        """The rules the first unsafe step broke, if one was taken."""
+        raise NotImplementedError
+
     def status(self, cls: int) -> Any:
         """The moves of an enabled class (a non-empty list), or why it is disabled
         (a Violation), at the current state."""
@@ -110,30 +136,59 @@ class _Model:
     def moves(self) -> list[Move]:
         """Every move enabled now."""
         self._status = {}
+        self._order = {}
+        self._edges = {}
+        self._watch()
         found: list[Move] = []
-        for cls in range(len(self.c.kinds)):
+        for cls in range(self.c.real):
             outcome = self.status(cls)
             if type(outcome) is list:
                 found.extend(outcome)
         return found
 
+    def useful(self) -> list[Move]:
+        """The moves that can matter to a shortest trace: every move but the
+        deliveries that cannot change what their receiver may do."""
+        moves = self.moves()
+        if not self.peers:
+            return moves
+        relevant = self.c.relevant
+        return [m for m in moves if m.kind == "do" or m.instance.name in relevant[m.role]]
+
+    def _watch(self) -> tuple[int, ...]:
+        """The sentinels a stubborn set must hold here (none once one was seen
+        enabled: then the bound is known to be reached)."""
+        if self.bound_reached or not self.c.beyond:
+            return ()
+        for cls in self.c.beyond:
+            if isinstance(self.status(cls), Enablement):
+                self.bound_reached = True
+                return ()
+        return tuple(self.c.beyond)
+
     def reduced(self) -> list[Move]:
-        """The enabled moves of a stubborn set: enough to reach every deadlock."""
+        """The enabled moves of a stubborn set: enough to reach every deadlock,
+        and a state beyond the bound if any is reachable."""
         self._status = {}
+        self._order = {}
+        self._edges = {}
+        watched = self._watch()
         best: list[Move] | None = None
-        for seed in range(len(self.c.kinds)):
+        for seed in self.c.seeds:
             if type(self.status(seed)) is not list:
                 continue
-            chosen = self._closure(seed, len(best) if best is not None else None)
+            chosen = self._closure(seed, len(best) if best is not None else None, watched)
             if chosen is not None and (best is None or len(chosen) < len(best)):
                 best = chosen
                 if len(best) == 1:
                     break
         return best or []
 
-    def _closure(self, seed: int, limit: int | None) -> list[Move] | None:
-        members = {seed}
-        stack = [seed]
+    def _closure(
+        self, seed: int, limit: int | None, watched: tuple[int, ...] = ()
+    ) -> list[Move] | None:
+        members = {seed, *watched}
+        stack = [seed, *watched]
         moves: list[Move] = []
         while stack:
             cls = stack.pop()
@@ -142,20 +197,62 @@ class _Model:
                 moves.extend(outcome)
                 if limit is not None and len(moves) >= limit:
                     return None  # no better than the best so far
-                following: Any = self.c.dependents[cls]
-            else:
-                following = self.enablers(cls, outcome)
-            for other in following:
+            for other in self._following(cls):
                 if other not in members:
                     members.add(other)
                     stack.append(other)
         return moves
 
-    def _instances(self, enablement: Enablement, cls: int, token: str) -> list[Move]:
+    def _following(self, cls: int) -> tuple[int, ...]:
+        """What a stubborn set holding ``cls`` must also hold: for an enabled
+        class, what it may interfere with; for a disabled one, what could
+        enable it."""
+        found = self._edges.get(cls)
+        if found is None:
+            outcome = self.status(cls)
+            if type(outcome) is list:
+                found = self.c.dependents[cls]
+                if self.peers and cls in self.c.clashes and not self.violations():
+                    found = (*found, *self._unsafe_order(cls, outcome))
+            else:
+                found = tuple(self.enablers(cls, outcome))
+            self._edges[cls] = found
+        return found
+
+    def _unsafe_order(self, cls: int, moves: list[Move]) -> tuple[int, ...]:
+        """Decentralized, before any unsafe step: what else a stubborn set needs
+        with the enabled class ``cls``, since what the first unsafe step breaks
+        is part of the state. The classes whose instances the union could judge
+        differently for having seen this one (or this one for having seen
+        theirs); and, where one of its instances is unsafe now, every class that
+        could ever be unsafe: which of two unsafe steps comes first decides what
+        is reported, so they do not commute."""
+        found = self._order.get(cls)
+        if found is None:
+            union = self.union  # type: ignore[attr-defined]
+            found = self.c.clashes[cls]
+            if any(union.check([m.instance], {m.role}) is not None for m in moves):
+                found = (*found, *self._open())
+            self._order[cls] = found
+        return found
+
+    def _open(self) -> tuple[int, ...]:
+        """The classes that could still be unsafe in a way not seen yet."""
+        unsafe: set[Hashable] = self.unsafe  # type: ignore[attr-defined]
+        if self._opened[0] != len(unsafe):
+            potential = self.c.potential
+            self._opened = (
+                len(unsafe),
+                tuple(u for u in self.c.clashes if not potential[u] <= unsafe),
+            )
+        return self._opened[1]
+
+    def _instances(self, enablement: Enablement, cls: int) -> list[Move]:
         """The instances of an enabled perform class: each choice of binding or
         leaving absent the optional attributes a completion clause names."""
         base = {k: v for k, v in enablement.fixed.items() if v is not ABSENT}
         free = [a for a in enablement.to_bind if a in self.c.choices]
+        token = self.tokens[cls]
         for attribute in enablement.to_bind:
             base[attribute] = token.format(attribute)
         moves = []
@@ -180,19 +277,14 @@ class _Model:
             if any(s.bindings.get(n, ABSENT) is not ABSENT for s in scopes for n in clause)
         )
 
-    def _truncated(self, states: dict[str, SocialState]) -> bool:
-        # Nothing is enabled in the pool's scopes, so an enablement listed now
-        # opens a scope with a key value beyond the pool.
-        return any(state.enabled(role, self.root) for role, state in states.items())
-
 
 class SharedModel(_Model):
     """One shared social state: attempts serialized, each checked as it comes."""
 
-    TOKEN = "<{}>"
-
-    def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
-        super().__init__(protocol, sub_keys)
+    def __init__(
+        self, protocol: LangshawProtocol, sub_keys: int, collisions: bool = True
+    ) -> None:
+        super().__init__(protocol, sub_keys, collisions)  # one state: no collisions
         self.reset()
 
     def reset(self) -> None:
@@ -217,8 +309,8 @@ class SharedModel(_Model):
         found = self._status.get(cls)
         if found is None:
             outcome = self.state.evaluate(self.c.actions[cls], dict(self.c.scopes[cls]))
-            if isinstance(outcome, Enablement):
-                found = self._instances(outcome, cls, self.TOKEN)
+            if isinstance(outcome, Enablement) and cls < self.c.real:
+                found = self._instances(outcome, cls)
             else:
                 found = outcome
             self._status[cls] = found
@@ -242,26 +334,41 @@ class SharedModel(_Model):
         )
         return End(
             complete=self.complete(),
-            truncated=self._truncated({r: self.state for r in self.protocol.roles}),
             bad=False,
             names=names,
             clauses=self._holding(self.state),
         )
 
-    def violation(self) -> Violation | None:
-        return None
+    def violations(self) -> tuple[Violation, ...]:
+        return ()
 
 
 class PeerModel(_Model):
     """Decentralized: each role acts on what it has performed or received."""
 
     peers = True
-    TOKEN = "<{} by %s>"
 
-    def __init__(self, protocol: LangshawProtocol, sub_keys: int) -> None:
-        super().__init__(protocol, sub_keys)
+    def __init__(
+        self, protocol: LangshawProtocol, sub_keys: int, collisions: bool = True
+    ) -> None:
+        super().__init__(protocol, sub_keys, collisions)
         self.role_index = {r: i for i, r in enumerate(protocol.roles)}
+        # Every kind of conflict a first unsafe step taken so far broke. The
+        # state keeps only whether one was taken: what follows a conflict does
+        # not depend on its kind. Before it, the stubborn sets keep apart the
+        # orders of unsafe steps (``_unsafe_order``), so an exploration takes a
+        # first unsafe step of every kind that has one.
+        self.unsafe: set[tuple[str, ...]] = set()
         self.reset()
+
+    def _token(self, cls: int) -> str:
+        # A role binding an attribute afresh binds its own value, and a value of
+        # its own per scope: binding it again in a sub-scope (its sayso allows
+        # that) may give a value other than the one an ancestor holds.
+        root = set(self.protocol.root_keys)
+        below = [v for k, v in self.c.scopes[cls] if k not in root]
+        where = f" in {','.join(below)}" if below else ""
+        return "<{} by " + self.c.roles[cls] + where + ">"
 
     def reset(self) -> None:
         roles = self.protocol.roles
@@ -269,7 +376,9 @@ class PeerModel(_Model):
         self.union = SocialState(self.protocol)
         self.masks = [0] * len(roles)
         self.occurred: dict[tuple[str, Scope], Move] = {}
-        self.first: Violation | None = None  # the first safety violation, if any
+        # The rules the first unsafe step broke (empty while every step is safe).
+        self.first: tuple[Violation, ...] = ()
+        self.kinds: frozenset[tuple[str, ...]] = frozenset()  # what those rules are
         # (role, action, scope, attribute): a value a role received but does not hold,
         # having received another one first (after a binding conflict, the order
         # of deliveries decides what a role holds; the masks alone do not say).
@@ -279,7 +388,7 @@ class PeerModel(_Model):
     def key(self) -> tuple[tuple[int, ...], Hashable]:
         """The masks, and whether a violation occurred (or, after a conflict
         whose values some role received, which of them each holds)."""
-        return tuple(self.masks), self.lost or self.first is not None
+        return tuple(self.masks), self.lost or bool(self.first)
 
     def do(self, move: Move) -> None:
         role = self.role_index[move.role]
@@ -291,8 +400,11 @@ class PeerModel(_Model):
         entry: tuple[Any, ...]
         if move.kind == "do":
             before = self.first
-            if before is None:
-                self.first = self.union.check([move.instance], {move.role})
+            if not before:
+                self.first = tuple(self.union.violations(move.instance, {move.role}))
+                if self.first:
+                    self.kinds = frozenset(kind(v) for v in self.first)
+                    self.unsafe |= self.kinds
             shared: list[Any] = []
             self.union.apply([move.instance], shared)
             place = (self.c.actions[move.cls], self.c.scopes[move.cls])
@@ -310,6 +422,8 @@ class PeerModel(_Model):
         if len(entry) > 4:
             self.union.undo(entry[3])
             self.first = entry[4]
+            if not self.first:
+                self.kinds = frozenset()
             del self.occurred[entry[5]]
         else:
             self.lost = entry[3]
@@ -349,17 +463,58 @@ class PeerModel(_Model):
             else:
                 found = [Move(cls, "get", role, move.instance, move.ident)]
         else:
-            outcome = self.local[role].evaluate(c.actions[cls], dict(c.scopes[cls]))
-            if isinstance(outcome, Enablement):
-                found = self._instances(outcome, cls, self.TOKEN % role)
+            taken = None if c.collisions else self._taken(role, cls)
+            outcome = taken or self.local[role].evaluate(c.actions[cls], dict(c.scopes[cls]))
+            if isinstance(outcome, Enablement) and cls < c.real:
+                found = self._instances(outcome, cls)
             else:
                 found = outcome
         self._status[cls] = found
         return found
 
+    def _taken(self, role: str, cls: int) -> Violation | None:
+        """Without collisions: a sub-key value of the class's scope that
+        another role made and ``role`` has not received."""
+        mine = self.local[role].enactment(self.root)
+        everyone = self.union.enactment(self.root)
+        if everyone is None:
+            return None
+        for key, value in self.c.scopes[cls]:
+            if key in self.c.root_keys:
+                continue
+            if mine is not None and value in mine.values_of(key):
+                continue
+            if value in everyone.values_of(key):
+                return Violation(
+                    "collision",
+                    f"{key}={value} was made by another role, and {role} has not received it",
+                    action=self.c.actions[cls],
+                    attribute=key,
+                    path=value,
+                )
+        return None
+
+    def used(self) -> Hashable:
+        """What, beyond its own holdings, decides what a role may perform: the
+        sub-key values anyone used, when values are fresh (no collisions)."""
+        if self.c.collisions:
+            return None
+        everyone = self.union.enactment(self.root)
+        if everyone is None:
+            return ()
+        return tuple(
+            (key, tuple(sorted(everyone.values_of(key))))
+            for key in self.protocol.keys
+            if key not in self.c.root_keys
+        )
+
     def enablers(self, cls: int, why: Violation) -> Iterator[int]:
         c = self.c
         if why.rule in _PERMANENT:
+            return
+        if why.rule == "collision":
+            assert why.attribute is not None and why.path is not None
+            yield from c.holders(why.attribute, why.path, c.roles[cls])
             return
         if c.kinds[cls] == "get":
             yield c.do[(c.actions[cls], c.scopes[cls])]
@@ -407,6 +562,8 @@ class PeerModel(_Model):
     def performs(self, role: str) -> list[Move]:
         """What ``role`` may perform now, on what it knows."""
         self._status = {}
+        self._order = {}
+        self._edges = {}
         found: list[Move] = []
         for cls in self.c.by_role.get(role, ()):
             outcome = self.status(cls)
@@ -420,11 +577,11 @@ class PeerModel(_Model):
     def end(self) -> End:
         return End(
             complete=self.complete(),
-            truncated=self._truncated(self.local),
-            bad=self.first is not None,
+            bad=bool(self.first),
             names=frozenset(name for name, _ in self.occurred),
             clauses=self._holding(self.union),
         )
 
-    def violation(self) -> Violation | None:
+    def violations(self) -> tuple[Violation, ...]:
+        """The rules the first unsafe step broke, if one was taken."""
         return self.first

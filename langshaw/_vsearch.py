@@ -54,8 +54,27 @@ class Search:
         return True
 
     def good_here(self) -> bool:
-        """Can the current state still reach completion?"""
-        return self._visit()
+        """Can the current state still reach completion? A depth-first search
+        of the reduced graph that stops at the first complete state (complete
+        stays complete, so a complete deadlock lies beyond it); what it learns
+        of each state is kept for the next question."""
+        model = self.model
+        key = model.key()
+        known = self.good.get(key)
+        if known is not None:
+            return known
+        found = model.complete()
+        if not found:
+            for move in model.reduced():
+                model.do(move)
+                try:
+                    found = self.good_here()
+                finally:
+                    model.undo()
+                if found:
+                    break
+        self.good[key] = found
+        return found
 
     def _visit(self) -> bool:
         model = self.model
@@ -68,7 +87,7 @@ class Search:
         moves = model.reduced() if self.reduce else model.moves()
         if not moves:
             end = self.ends[key] = model.end()
-            good = end.complete or end.truncated
+            good = end.complete
         else:
             good = model.complete()
             for move in moves:
@@ -118,7 +137,7 @@ class Search:
                 if first_only:
                     break
                 continue
-            for move in model.moves():
+            for move in model.useful():
                 model.do(move)
                 following = model.key()
                 model.undo()
@@ -138,69 +157,96 @@ class Search:
 
 
 def first_violations(
-    search: Search, targets: list[Hashable], kind: Callable[[], Hashable | None]
+    search: Search, targets: list[Hashable], wanted: frozenset[Hashable]
 ) -> dict[Hashable, tuple[Move, ...]]:
-    """Decentralized: for each kind of violation, a shortest path (fewest performed
-    actions, then fewest deliveries) to a state where it is the first violation.
+    """Decentralized: for each kind of violation in ``wanted`` (what the
+    exploration found), a shortest path (fewest performed actions, then fewest
+    deliveries) to a state whose first unsafe step breaks it.
 
-    A step delivers to its performer only a minimal set of what it has not
+    Dijkstra's search, among the states below the unsafe deadlocks, over steps
+    that each deliver to the performer only a minimal set of what it has not
     received that lets it perform the instance it performs. That loses no
     shortest path: had the performer received more, every later step could
     still be taken with it receiving the rest just before, and the check of
-    each action against the union does not depend on who received what."""
+    each action against the union does not depend on who received what. A
+    state after an unsafe step is not expanded; the search ends once every
+    wanted kind has its path."""
     model = search.model
     assert isinstance(model, PeerModel)
     below = _below(targets, True)
-    found: dict[Hashable, tuple[Move, ...]] = {}
+    # A kind's path is kept when the unsafe step is generated: states after one
+    # are told apart only by whether it happened, not by what it broke.
+    found: dict[Hashable, tuple[tuple[int, int], tuple[Move, ...]]] = {}
+    counter = itertools.count()
     model.reset()
-    seen: set[tuple[Hashable, Hashable | None]] = {(model.key(), None)}
-    level: list[tuple[Move, ...]] = [()]
-    while level:
-        reached: dict[Hashable, tuple[Move, ...]] = {}
-        following: list[tuple[Move, ...]] = []
-        for path in level:
-            search.load(path)
-            for role in model.protocol.roles:
-                for gets, move in _minimal_steps(model, role):
-                    for get in gets:
-                        model.do(get)
-                    model.do(move)
-                    key = (model.key(), kind())
-                    model_key = key[0]
-                    for _ in range(len(gets) + 1):
-                        model.undo()
-                    if key in seen or not below(model_key):
-                        continue
-                    seen.add(key)
-                    longer = (*path, *gets, move)
-                    if key[1] is None:
-                        following.append(longer)
-                    elif key[1] not in found:
-                        best = reached.get(key[1])
-                        if best is None or len(longer) < len(best):
-                            reached[key[1]] = longer
-        found.update(reached)
-        level = following
-    return found
+    heap: list[tuple[tuple[int, int], int, Hashable, tuple[Move, ...]]] = [
+        ((0, 0), next(counter), model.key(), ())
+    ]
+    done: set[Hashable] = set()
+    known: dict[tuple[str, int, Hashable], list[Move]] = {}
+    while heap:
+        cost, _, key, path = heapq.heappop(heap)
+        if wanted <= found.keys() and all(
+            best <= (cost[0] + 1, cost[1]) for best, _ in found.values()
+        ):
+            break  # every later step costs at least that: none can be shorter
+        if key in done:
+            continue
+        done.add(key)
+        search.load(path)
+        for role in model.protocol.roles:
+            for gets, move in _minimal_steps(model, role, known):
+                for get in gets:
+                    model.do(get)
+                model.do(move)
+                following = model.key()
+                broken = model.kinds
+                for _ in range(len(gets) + 1):
+                    model.undo()
+                longer = (cost[0] + 1, cost[1] + len(gets))
+                if broken:
+                    for name in broken:
+                        if name not in found or longer < found[name][0]:
+                            found[name] = (longer, (*path, *gets, move))
+                    continue
+                if following in done or not below(following):
+                    continue
+                heapq.heappush(heap, (longer, next(counter), following, (*path, *gets, move)))
+    return {name: trace for name, (_, trace) in found.items()}
 
 
-def _minimal_steps(model: PeerModel, role: str) -> list[tuple[tuple[Move, ...], Move]]:
-    """What ``role`` may perform next, each with a minimal set of deliveries."""
+def _minimal_steps(
+    model: PeerModel, role: str, known: dict[tuple[str, int, Hashable], list[Move]]
+) -> list[tuple[tuple[Move, ...], Move]]:
+    """What ``role`` may perform next, each with a minimal set of deliveries.
+
+    Before any unsafe step no role holds two values of one attribute, so what
+    a role may perform depends only on which instances it holds (and, when
+    key values are fresh, which values anyone used): ``known`` keeps that
+    answer for the whole search."""
     inflight = [m for m in model.inflight(role) if model.relevant(m.instance.name, role)]
+    held = model.masks[model.role_index[role]]
+    used = model.used()
     minimal: dict[int, list[frozenset[int]]] = {}
     steps: list[tuple[tuple[Move, ...], Move]] = []
     for size in range(len(inflight) + 1):
         for gets in itertools.combinations(inflight, size):
             given = frozenset(g.ident for g in gets)
-            for get in gets:
-                model.do(get)
-            for move in model.performs(role):
+            mask = held
+            for ident in given:
+                mask |= 1 << ident
+            moves = known.get((role, mask, used))
+            if moves is None:
+                for get in gets:
+                    model.do(get)
+                moves = known[(role, mask, used)] = model.performs(role)
+                for _ in gets:
+                    model.undo()
+            for move in moves:
                 sets = minimal.setdefault(move.ident, [])
                 if not any(s <= given for s in sets):
                     sets.append(given)
                     steps.append((gets, move))
-            for _ in gets:
-                model.undo()
     return steps
 
 

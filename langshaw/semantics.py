@@ -43,7 +43,7 @@ from dataclasses import replace
 from typing import Any
 
 from langshaw._compiled import _BOUND, Enactment, _compile, _Scope
-from langshaw._enablement import _evaluate, _initiating, _show
+from langshaw._enablement import _bindings, _evaluate, _excluded, _initiating, _show
 from langshaw.fingerprint import canonical, fingerprint
 from langshaw.instances import (
     ABSENT,
@@ -231,6 +231,35 @@ class SocialState:
         """The violation one instance would commit in the current state, if any."""
         return self.check([instance], roles)
 
+    def violations(
+        self, instance: ActionInstance, roles: Collection[str] | None = None
+    ) -> list[Violation]:
+        """Every rule one instance breaks in the current state, not just the first.
+
+        Where the instance meets its dependencies but clashes with what occurred
+        (an excluding action, a different binding), each nono or nogo partner
+        that occurred and each attribute that differs is its own violation;
+        otherwise this is :meth:`check`'s one answer. The verifier asks it of a
+        step taken on partial knowledge, which can break several rules at once."""
+        first = self.check([instance], roles)
+        if first is None:
+            return []
+        if first.rule not in ("nono", "nogo", "bound"):
+            return [first]
+        action = self.protocol.actions[instance.name]
+        bindings = instance.bindings
+        key = self.scope_of(action, bindings)
+        enactment = self._enactments.get(self.root_of(bindings))
+        scopes = enactment.scopes if enactment is not None else {}
+        values = dict(key)
+        found = list(_excluded(self._c, scopes, action.name, values))
+        fixed = _bindings(self._c, enactment, action, key, scopes.get(key), values, True)
+        if type(fixed) is Violation:
+            found.append(fixed)
+        else:
+            found.extend(self._mismatches(action.name, fixed, bindings))
+        return found
+
     def type_violation(self, action: str, attribute: str, value: JSON) -> Violation | None:
         """Would ``value`` fit ``attribute`` where ``action`` binds it? The check an
         attempt makes, for an agent to make before it attempts (``bind()``)."""
@@ -335,27 +364,9 @@ class SocialState:
         outcome = _evaluate(self._c, enactment, action, scope, check=True)
         if type(outcome) is Violation:
             return outcome
-        for attribute, expected in outcome.items():
-            given = bindings.get(attribute, ABSENT)
-            if not json_equal(self._store(given, attribute), expected):
-                if given is ABSENT or expected is ABSENT:
-                    return self._absence(name, attribute, given, expected)
-                if attribute in protocol.actions:
-                    return Violation(
-                        "dependency",
-                        f"'{attribute}' records that the action occurred: bind it to true, "
-                        f"not {given!r}",
-                        action=name,
-                        attribute=attribute,
-                    )
-                shown = "another value" if self.fingerprints else _show(expected)
-                return Violation(
-                    "bound",
-                    f"'{attribute}' is already bound to {shown} here, so '{name}' "
-                    f"must carry that value, not {_show(given)}",
-                    action=name,
-                    attribute=attribute,
-                )
+        mismatch = next(self._mismatches(name, outcome, bindings), None)
+        if mismatch is not None:
+            return mismatch
         for attribute, kind in self._c.typed[name]:
             # Only what this instance binds fresh: a value equal to an earlier
             # binding was checked when that was bound.
@@ -366,6 +377,34 @@ class SocialState:
                 continue
             return _type_violation(name, kind, given)
         return root, scope
+
+    def _mismatches(
+        self, name: str, fixed: dict[str, Any], bindings: Mapping[str, Any]
+    ) -> Iterator[Violation]:
+        """Each attribute whose given value differs from the one it must carry."""
+        for attribute, expected in fixed.items():
+            given = bindings.get(attribute, ABSENT)
+            if json_equal(self._store(given, attribute), expected):
+                continue
+            if given is ABSENT or expected is ABSENT:
+                yield self._absence(name, attribute, given, expected)
+            elif attribute in self.protocol.actions:
+                yield Violation(
+                    "dependency",
+                    f"'{attribute}' records that the action occurred: bind it to true, "
+                    f"not {given!r}",
+                    action=name,
+                    attribute=attribute,
+                )
+            else:
+                shown = "another value" if self.fingerprints else _show(expected)
+                yield Violation(
+                    "bound",
+                    f"'{attribute}' is already bound to {shown} here, so '{name}' "
+                    f"must carry that value, not {_show(given)}",
+                    action=name,
+                    attribute=attribute,
+                )
 
     def _absence(self, name: str, attribute: str, given: JSON, expected: JSON) -> Violation:
         if given is ABSENT:

@@ -25,11 +25,11 @@ step, so what is verified is what agents and the SyncServer enact.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langshaw._vmodel import Move, PeerModel, SharedModel
+from langshaw._vmodel import Move, PeerModel, SharedModel, kind
 from langshaw._vsearch import Search, first_violations
 from langshaw.instances import ActionInstance, Violation
 from langshaw.model import LangshawProtocol
@@ -110,6 +110,7 @@ class Report:
     transitions: int = 0
     complete: bool = False  # every state was explored
     seconds: float = 0.0
+    trace_seconds: float = 0.0  # of ``seconds``, finding the shortest traces
     live: bool | None = None
     stuck: list[Step] = field(default_factory=list)  # shortest trace to a stuck state
     safe: bool | None = None
@@ -118,6 +119,7 @@ class Report:
     never_hold: list[tuple[str, ...]] | None = None
     bound_reached: bool = False  # some enactment wanted more than sub_keys values
     reduced: bool = True
+    collisions: bool = True  # decentralized: a role may use a key value it has not received
 
     @property
     def ok(self) -> bool:
@@ -150,7 +152,9 @@ class Report:
             "transitions": self.transitions,
             "explored_all": self.complete,
             "reduced": self.reduced,
+            "collisions": self.collisions,
             "seconds": round(self.seconds, 4),
+            "trace_seconds": round(self.trace_seconds, 4),
             "live": self.live,
             "stuck": [s.to_json() for s in self.stuck],
             "safe": self.safe,
@@ -167,22 +171,31 @@ def verify(
     sub_keys: int = 2,
     max_states: int = 200_000,
     reduce: bool = True,
+    collisions: bool = True,
 ) -> Report:
     """Explore ``protocol``'s enactments under ``semantics`` and report.
 
     ``reduce=False`` explores every order of independent moves (slower; the
-    verdicts are the same, which the tests check)."""
+    verdicts are the same, which the tests check). ``collisions=False``
+    (decentralized) reads sub-key values as fresh: a role uses one only if it
+    holds it or nobody used it yet, where by default it may use any value of
+    the pool, as if two agents could generate the same one."""
     if semantics not in SEMANTICS:
         raise ValueError(f"unknown semantics {semantics!r} (choose from {', '.join(SEMANTICS)})")
     if sub_keys < 1:
         raise ValueError("sub_keys must be at least 1")
     started = time.perf_counter()
     abstract = _abstract(protocol)
-    model = (SharedModel if semantics == "shared" else PeerModel)(abstract, sub_keys)
+    model = (SharedModel if semantics == "shared" else PeerModel)(abstract, sub_keys, collisions)
     search = Search(model, reduce=reduce, max_states=max_states)
     finished = search.explore()
-    report = Report(protocol.name, semantics, sub_keys, reduced=reduce)
+    report = Report(
+        protocol.name, semantics, sub_keys, reduced=reduce, collisions=collisions
+    )
     report.complete = finished
+    report.states = len(search.good)
+    report.transitions = search.transitions
+    explored = time.perf_counter()
     if finished:
         ends = search.ends
         occurred = set().union(*(e.names for e in ends.values()))
@@ -193,21 +206,19 @@ def verify(
             if name not in occurred
         }
         report.never_hold = [c for i, c in enumerate(protocol.completion) if i not in holding]
-        report.bound_reached = any(e.truncated for e in ends.values())
-        stuck = [k for k, e in ends.items() if not (e.complete or e.truncated)]
+        report.bound_reached = model.bound_reached
+        stuck = [k for k, e in ends.items() if not e.complete]
         report.live = not stuck
         if stuck:
             found = search.shortest(
                 stuck, lambda: None if search.good_here() else "stuck", first_only=True
             )
             report.stuck = _steps(model, found["stuck"])
-        bad = [k for k, e in ends.items() if e.bad]
-        report.safe = not bad
-        if bad:
-            report.conflicts = _conflicts(model, search, bad)
-    report.states = len(search.good)
-    report.transitions = search.transitions
+        report.safe = not any(e.bad for e in ends.values())
+        if not report.safe:
+            report.conflicts = _conflicts(model, search)
     report.seconds = time.perf_counter() - started
+    report.trace_seconds = time.perf_counter() - explored
     return report
 
 
@@ -239,23 +250,17 @@ def _steps(model: SharedModel | PeerModel, path: Sequence[Move]) -> list[Step]:
     return steps
 
 
-def _conflicts(
-    model: SharedModel | PeerModel, search: Search, bad: list[Hashable]
-) -> list[Conflict]:
-    def kind() -> Hashable | None:
-        v = model.violation()
-        if v is None:
-            return None
-        if v.rule == "nono":
-            return (v.rule, tuple(sorted((v.action or "", v.attribute or ""))))
-        return (v.rule, v.action, v.attribute)
-
-    found = first_violations(search, bad, kind)
+def _conflicts(model: SharedModel | PeerModel, search: Search) -> list[Conflict]:
+    assert isinstance(model, PeerModel)
+    wanted = frozenset(model.unsafe)
+    bad = [k for k, e in search.ends.items() if e.bad]
+    found = first_violations(search, bad, wanted)
     conflicts = []
-    for path in sorted(found.values(), key=lambda p: (sum(m.kind == "do" for m in p), len(p))):
+    for name, path in sorted(
+        found.items(), key=lambda kp: (sum(m.kind == "do" for m in kp[1]), len(kp[1]), repr(kp[0]))
+    ):
         search.load(path)
-        violation = model.violation()
-        assert violation is not None
+        violation = next(v for v in model.violations() if kind(v) == name)
         conflicts.append(_describe(violation, _steps(model, path), model.protocol))
     return conflicts
 

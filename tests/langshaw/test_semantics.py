@@ -535,3 +535,24 @@ class TestNestedScopes:
         violation = state.check([use])
         assert violation is not None and violation.rule == "bound"
         assert "bound to different values in enclosing scopes" in violation.message
+
+
+# Every rule one instance breaks --------------------------------------------------
+
+
+def test_violations_lists_every_rule_one_instance_breaks() -> None:
+    protocol = LangshawProtocol.parse(
+        "P\nwho A, B\nwhat id key, X\ndo\n  A: X(id, x, y)\n  B: Y(id, x, y)\n"
+        "sayso\n  A > B: x\n  A > B: y\nnono\n  X Y\n"
+    )
+    state = SocialState(protocol)
+    state.apply([ActionInstance(protocol.action("X"), {"id": "r", "x": 1, "y": 2})])
+    clash = ActionInstance(protocol.action("Y"), {"id": "r", "x": 3, "y": 4})
+    found = state.violations(clash, {"B"})
+    assert [(v.rule, v.attribute) for v in found] == [("nono", "X"), ("bound", "x"), ("bound", "y")]
+    assert state.check([clash], {"B"}) == found[0]  # check stops at the first
+    # A rule that is not a clash is the one answer, as check gives it.
+    stranger = ActionInstance(protocol.action("Y"), {"id": "r", "x": 1, "y": 2, "z": 0})
+    assert [v.rule for v in state.violations(stranger)] == ["unknown-attribute"]
+    agreeing = ActionInstance(protocol.action("Y"), {"id": "s", "x": 1, "y": 2})
+    assert state.violations(agreeing, {"B"}) == []
