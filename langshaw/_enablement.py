@@ -42,23 +42,54 @@ def _initiating(compiled: _Compiled, role: str) -> tuple[Enablement, ...]:
 
 
 def _evaluate(
-    c: _Compiled,
-    enactment: Enactment | None,
-    action: Action,
-    candidate: ScopeKey,
-    check: bool = False,
-) -> Any:
-    """Decide whether ``action`` is enabled in the ``candidate`` scope, and how.
+    c: _Compiled, enactment: Enactment | None, action: Action, candidate: ScopeKey
+) -> Enablement | Violation:
+    """Is ``action`` enabled in the ``candidate`` scope, and how? What
+    ``enabled`` lists, and what the verifier asks of one scope."""
+    scope, values, refused = _gate(c, enactment, action, candidate)
+    if refused is not None:
+        return refused
+    found = _bindings(c, enactment, action, candidate, scope, values)
+    if isinstance(found, Violation):
+        return found
+    fixed, to_bind = found
+    keys: dict[str, Any] = {}
+    new_keys: list[str] = []
+    for k, v in candidate:
+        if v is FRESH:
+            new_keys.append(k)
+        else:
+            keys[k] = v
+    return Enablement(action, keys, tuple(new_keys), {**keys, **fixed}, tuple(to_bind))
 
-    The single decision behind both ``enabled`` and ``check``: a Violation, or
-    else an Enablement (with ``check``, just its fixed bindings, which is all a
-    check compares).
-    """
+
+def _required(
+    c: _Compiled, enactment: Enactment | None, action: Action, candidate: ScopeKey
+) -> dict[str, Any] | Violation:
+    """What an instance in ``candidate`` must carry, or why it may not occur:
+    the same decision as :func:`_evaluate`, reduced to what a check compares
+    (keys need no comparing: they made the scope)."""
+    scope, values, refused = _gate(c, enactment, action, candidate)
+    if refused is not None:
+        return refused
+    found = _bindings(c, enactment, action, candidate, scope, values)
+    return found if isinstance(found, Violation) else found[0]
+
+
+def _gate(
+    c: _Compiled, enactment: Enactment | None, action: Action, candidate: ScopeKey
+) -> tuple[_Scope | None, dict[str, Any] | None, Violation | None]:
+    """The rules about occurrences: not a duplicate, every dependency met, no
+    excluding action occurred. Returns the scope (if anything happened there),
+    the candidate's key values (if they were needed), and the violation."""
     name = action.name
     scopes: dict[ScopeKey, _Scope] = enactment.scopes if enactment is not None else {}
     scope = scopes.get(candidate)
     if scope is not None and name in scope.bindings:
-        return Violation("duplicate", f"'{name}' has already occurred in this scope", action=name)
+        duplicate = Violation(
+            "duplicate", f"'{name}' has already occurred in this scope", action=name
+        )
+        return scope, None, duplicate
     values: dict[str, Any] | None = None
 
     for dependency, relation, their_keys in c.dependencies[name]:
@@ -78,20 +109,20 @@ def _evaluate(
         else:
             met = False
         if not met:
-            return Violation(
+            unmet = Violation(
                 "dependency",
                 f"'{name}' needs '{dependency}' to have occurred first in this enactment",
                 action=name,
                 attribute=dependency,
             )
+            return scope, values, unmet
     if scopes and c.exclusions[name]:
         if values is None:
             values = dict(candidate)
         hit = next(_excluded(c, scopes, name, values), None)
         if hit is not None:
-            return hit
-
-    return _bindings(c, enactment, action, candidate, scope, values, check)
+            return scope, values, hit
+    return scope, values, None
 
 
 def _bindings(
@@ -101,25 +132,13 @@ def _bindings(
     candidate: ScopeKey,
     scope: _Scope | None,
     values: dict[str, Any] | None,
-    check: bool,
-) -> Any:
-    """What the instance must carry (fixed) and may bind, by the binding rules
-    alone; a Violation where no value is available (rule ``sayso``) or the
-    enclosing scopes disagree."""
+) -> tuple[dict[str, Any], list[str]] | Violation:
+    """By the binding rules alone: what the instance must carry (its
+    dependencies, and each attribute bound in its scope or inherited) and what
+    its performer binds now; a Violation where no value is available (rule
+    ``sayso``) or the enclosing scopes disagree."""
     name = action.name
-    if check:
-        keys: dict[str, Any] = {}
-        new_keys: list[str] = []
-        fixed: dict[str, Any] = {}  # keys need no comparing: they made the scope
-    else:
-        keys = {}
-        new_keys = []
-        for k, v in candidate:
-            if v is FRESH:
-                new_keys.append(k)
-            else:
-                keys[k] = v
-        fixed = dict(keys)
+    fixed: dict[str, Any] = {}
     for dependency in action.dependencies:
         fixed[dependency] = True
     to_bind: list[str] = []
@@ -150,9 +169,7 @@ def _bindings(
                     attribute=attribute,
                 )
             fixed[attribute] = inherited
-    if check:
-        return fixed
-    return Enablement(action, keys, tuple(new_keys), fixed, tuple(to_bind))
+    return fixed, to_bind
 
 
 def _excluded(

@@ -31,7 +31,8 @@ The rules (``docs/semantics.md`` explains them with examples):
   instances in that scope, and the scopes inheriting from it, leave it absent
   too. An absent attribute does not satisfy a completion clause.
 
-Checking and enabling share one evaluation (``_evaluate``), so the enabled set is
+Checking and enabling share one evaluation (``_gate`` and ``_bindings`` behind
+``_evaluate`` and ``_required``), so the enabled set is
 exactly the set of attempts that would be accepted.
 """
 
@@ -43,7 +44,14 @@ from dataclasses import replace
 from typing import Any
 
 from langshaw._compiled import _BOUND, Enactment, _compile, _Scope
-from langshaw._enablement import _bindings, _evaluate, _excluded, _initiating, _show
+from langshaw._enablement import (
+    _bindings,
+    _evaluate,
+    _excluded,
+    _initiating,
+    _required,
+    _show,
+)
 from langshaw.fingerprint import canonical, fingerprint
 from langshaw.instances import (
     ABSENT,
@@ -253,11 +261,11 @@ class SocialState:
         scopes = enactment.scopes if enactment is not None else {}
         values = dict(key)
         found = list(_excluded(self._c, scopes, action.name, values))
-        fixed = _bindings(self._c, enactment, action, key, scopes.get(key), values, True)
-        if type(fixed) is Violation:
+        fixed = _bindings(self._c, enactment, action, key, scopes.get(key), values)
+        if isinstance(fixed, Violation):
             found.append(fixed)
         else:
-            found.extend(self._mismatches(action.name, fixed, bindings))
+            found.extend(self._mismatches(action.name, fixed[0], bindings))
         return found
 
     def type_violation(self, action: str, attribute: str, value: JSON) -> Violation | None:
@@ -361,8 +369,8 @@ class SocialState:
         scope = tuple([(k, bindings[k]) for k in self._c.ordered_keys[name]])
         root = tuple([bindings[k] for k in protocol.root_keys])
         enactment = self._enactments.get(root)
-        outcome = _evaluate(self._c, enactment, action, scope, check=True)
-        if type(outcome) is Violation:
+        outcome = _required(self._c, enactment, action, scope)
+        if isinstance(outcome, Violation):
             return outcome
         mismatch = next(self._mismatches(name, outcome, bindings), None)
         if mismatch is not None:
