@@ -548,3 +548,47 @@ def test_both_orders_of_a_binding_race_are_reported() -> None:
     assert found == {("bound", ("X0",), "z"): 2, ("bound", ("X2",), "z"): 2}
     for conflict in report.conflicts:
         replay_conflict(protocol, conflict)
+
+
+ONE_STEP_TWO_RULES = """R547996
+who A, B, C
+what id key, X4 or X3
+do
+  B: X0(id)
+  B: X1(id, X0, z?, x)
+  A: X2(id, X0)
+  C: X3(id, X0, X1, y, x)
+  B: X4(id, X0)
+  A: X5(id, y, x)
+sayso
+  B > A: x
+  A > C: y
+  B: z
+nono
+  X4 X0
+nogo
+  X4 -/> X0
+"""
+
+
+def test_each_kind_has_its_own_shortest_trace() -> None:
+    # Found by the differential test: A's X5 can clash on x after three actions
+    # but was reported with the four-step trace of its clash on y, the kinds of
+    # a step having been kept only where the search first met their state.
+    protocol = LangshawProtocol.parse(ONE_STEP_TWO_RULES)
+    report = verify(protocol, semantics="decentralized")
+    found = {
+        (c.rule, c.actions, c.attribute): (
+            len(c.trace),
+            len({(s.role, r) for s in c.trace for r in s.received or ()}),  # deliveries
+        )
+        for c in report.conflicts
+    }
+    assert found == {
+        ("bound", ("X1",), "x"): (3, 0),
+        ("bound", ("X5",), "x"): (3, 0),
+        ("bound", ("X5",), "y"): (4, 1),
+        ("bound", ("X3",), "y"): (4, 2),
+    }
+    for conflict in report.conflicts:
+        replay_conflict(protocol, conflict)
