@@ -168,6 +168,7 @@ class Classes:
         self.seeds = sorted(
             range(self.real), key=lambda i: (i in self.clashes, len(self.dependents[i]))
         )
+        self.rank = {cls: i for i, cls in enumerate(self.seeds)}
         # Per role, the actions whose instances bear on its own: dependencies,
         # exclusions, shared attributes.
         self.relevant: dict[str, frozenset[str]] = {

@@ -138,6 +138,7 @@ class _Model:
         self._status = {}
         self._order = {}
         self._edges = {}
+        self._fresh()
         self._watch()
         found: list[Move] = []
         for cls in range(self.c.real):
@@ -146,14 +147,12 @@ class _Model:
                 found.extend(outcome)
         return found
 
-    def useful(self) -> list[Move]:
-        """The moves that can matter to a shortest trace: every move but the
-        deliveries that cannot change what their receiver may do."""
-        moves = self.moves()
-        if not self.peers:
-            return moves
-        relevant = self.c.relevant
-        return [m for m in moves if m.kind == "do" or m.instance.name in relevant[m.role]]
+    def _fresh(self) -> None:
+        """A new state: forget what was worked out for the last one."""
+
+    def _enabled(self) -> list[int]:
+        """The enabled classes, in the order seeds are tried."""
+        return [cls for cls in self.c.seeds if type(self.status(cls)) is list]
 
     def _watch(self) -> tuple[int, ...]:
         """The sentinels a stubborn set must hold here (none once one was seen
@@ -172,12 +171,15 @@ class _Model:
         self._status = {}
         self._order = {}
         self._edges = {}
+        self._fresh()
         watched = self._watch()
         best: list[Move] | None = None
-        for seed in self.c.seeds:
-            if type(self.status(seed)) is not list:
-                continue
-            chosen = self._closure(seed, len(best) if best is not None else None, watched)
+        tried: set[int] = set()
+        for seed in self._enabled():
+            chosen = self._closure(
+                seed, len(best) if best is not None else None, watched, tried
+            )
+            tried.add(seed)
             if chosen is not None and (best is None or len(chosen) < len(best)):
                 best = chosen
                 if len(best) == 1:
@@ -185,20 +187,35 @@ class _Model:
         return best or []
 
     def _closure(
-        self, seed: int, limit: int | None, watched: tuple[int, ...] = ()
+        self,
+        seed: int,
+        limit: int | None,
+        watched: tuple[int, ...] = (),
+        tried: set[int] | frozenset[int] = frozenset(),
     ) -> list[Move] | None:
+        """The moves of the stubborn set ``seed`` brings in, or None when it
+        cannot beat ``limit`` moves: it holds too many, or it holds a seed
+        already ``tried`` (whose set, inside this one, did not beat it)."""
         members = {seed, *watched}
         stack = [seed, *watched]
         moves: list[Move] = []
+        status = self._status
         while stack:
             cls = stack.pop()
-            outcome = self.status(cls)
+            outcome = status.get(cls)
+            if outcome is None:
+                outcome = self.status(cls)
             if type(outcome) is list:
                 moves.extend(outcome)
                 if limit is not None and len(moves) >= limit:
                     return None  # no better than the best so far
-            for other in self._following(cls):
+            following = self._edges.get(cls)
+            if following is None:
+                following = self._following(cls)
+            for other in following:
                 if other not in members:
+                    if other in tried:
+                        return None
                     members.add(other)
                     stack.append(other)
         return moves
@@ -359,6 +376,8 @@ class PeerModel(_Model):
         # orders of unsafe steps (``_unsafe_order``), so an exploration takes a
         # first unsafe step of every kind that has one.
         self.unsafe: set[tuple[str, ...]] = set()
+        self._known: dict[tuple[int, int, Hashable, Hashable], dict[int, Any]] = {}
+        self._now: list[dict[int, Any] | None] = [None] * len(protocol.roles)
         self.reset()
 
     def _token(self, cls: int) -> str:
@@ -463,14 +482,65 @@ class PeerModel(_Model):
             else:
                 found = [Move(cls, "get", role, move.instance, move.ident)]
         else:
-            taken = None if c.collisions else self._taken(role, cls)
-            outcome = taken or self.local[role].evaluate(c.actions[cls], dict(c.scopes[cls]))
-            if isinstance(outcome, Enablement) and cls < c.real:
-                found = self._instances(outcome, cls)
-            else:
-                found = outcome
+            # What a role may perform depends on its own state alone: the
+            # instances it holds, and after a clash which values it kept (and,
+            # without collisions, which key values anyone used). Many states
+            # share one role's state, so the answers are kept per such state.
+            index = self.role_index[role]
+            table = self._now[index] or self._table(index)
+            found = table.get(cls)
+            if found is None:
+                taken = None if c.collisions else self._taken(role, cls)
+                outcome = taken or self.local[role].evaluate(
+                    c.actions[cls], dict(c.scopes[cls])
+                )
+                if isinstance(outcome, Enablement) and cls < c.real:
+                    found = self._instances(outcome, cls)
+                else:
+                    found = outcome
+                table[cls] = found
         self._status[cls] = found
         return found
+
+    def _fresh(self) -> None:
+        self._now = [None] * len(self.protocol.roles)
+
+    def _enabled(self) -> list[int]:
+        # Each role's enabled perform classes are kept with the rest of what
+        # its own state decides; deliveries are enabled for what occurred and
+        # has not reached its receiver.
+        c = self.c
+        found: list[int] = []
+        for index, role in enumerate(self.protocol.roles):
+            if role not in c.by_role:
+                continue
+            table = self._table(index)
+            mine = table.get(-1)
+            if mine is None:
+                mine = table[-1] = [
+                    cls for cls in c.by_role[role] if type(self.status(cls)) is list
+                ]
+            found.extend(mine)
+        for (name, scope), move in self.occurred.items():
+            for index, role in enumerate(self.protocol.roles):
+                if role != move.role and not self.masks[index] >> move.ident & 1:
+                    cls = c.get[(name, scope, role)]
+                    self._status[cls] = [Move(cls, "get", role, move.instance, move.ident)]
+                    found.append(cls)
+        found.sort(key=c.rank.__getitem__)
+        return found
+
+    def _table(self, index: int) -> dict[int, Any]:
+        """What is known of the state of the role ``index`` has now: each class's
+        status, and under -1 its enabled classes."""
+        table = self._now[index]
+        if table is None:
+            key = (index, self.masks[index], self.lost, self.used())
+            table = self._known.get(key)
+            if table is None:
+                table = self._known[key] = {}
+            self._now[index] = table
+        return table
 
     def _taken(self, role: str, cls: int) -> Violation | None:
         """Without collisions: a sub-key value of the class's scope that
@@ -564,6 +634,7 @@ class PeerModel(_Model):
         self._status = {}
         self._order = {}
         self._edges = {}
+        self._fresh()
         found: list[Move] = []
         for cls in self.c.by_role.get(role, ()):
             outcome = self.status(cls)

@@ -105,56 +105,68 @@ class Search:
         for move in path:
             self.model.do(move)
 
-    def shortest(
-        self,
-        targets: list[Hashable],
-        test: Callable[[], Hashable | None],
-        *,
-        first_only: bool,
-    ) -> dict[Hashable, tuple[Move, ...]]:
-        """For each answer ``test`` gives, a shortest path to a state where it
-        gives it, among the states below one of ``targets``. Paths are ordered by
-        their number of performed actions, then of deliveries; a state where
-        ``test`` answers is not expanded."""
+    def stuck_trace(self, targets: list[Hashable]) -> tuple[Move, ...]:
+        """A shortest path (fewest performed actions, then fewest deliveries)
+        to a state from which completion is out of reach, among the states
+        below the stuck deadlocks ``targets``.
+
+        Decentralized, the search takes steps that deliver to the performer
+        only a minimal set of what lets it act as it does (as
+        :func:`first_violations` does), then ends with the fewest deliveries
+        that leave the state stuck: any path can be rearranged so that each
+        delivery comes just before the step that needs it, or at the end,
+        without changing where it leads. Whether some deliveries can make a
+        state stuck is asked once, with all of them: a state that stays able to
+        complete with all of them delivered stays able with fewer."""
         model = self.model
-        below = _below(targets, isinstance(model, PeerModel))
-        found: dict[Hashable, tuple[Move, ...]] = {}
+        peers = isinstance(model, PeerModel)
+        below = _below(targets, peers)
         counter = itertools.count()
         model.reset()
-        heap: list[tuple[tuple[int, int], int, Hashable, tuple[Move, ...]]] = [
+        # (cost, tie, state key or None for a finished answer, path)
+        heap: list[tuple[tuple[int, int], int, Hashable | None, tuple[Move, ...]]] = [
             ((0, 0), next(counter), model.key(), ())
         ]
         done: set[Hashable] = set()
+        known: dict[tuple[str, int, Hashable], list[Move]] = {}
         while heap:
             cost, _, key, path = heapq.heappop(heap)
+            if key is None:
+                return path  # nothing cheaper is left in the heap
             if key in done:
                 continue
             done.add(key)
             self.load(path)
-            answer = test()
-            if answer is not None:
-                found.setdefault(answer, path)
-                if first_only:
-                    break
+            if not peers:
+                if not self.good_here():
+                    return path
+                for move in model.moves():
+                    model.do(move)
+                    following = model.key()
+                    model.undo()
+                    if following not in done and below(following):
+                        entry = ((cost[0] + 1, cost[1]), next(counter), following, (*path, move))
+                        heapq.heappush(heap, entry)
                 continue
-            for move in model.useful():
-                model.do(move)
-                following = model.key()
-                model.undo()
-                if following in done or not below(following):
-                    continue
-                step = (1, 0) if move.kind == "do" else (0, 1)
-                heapq.heappush(
-                    heap,
-                    (
-                        (cost[0] + step[0], cost[1] + step[1]),
-                        next(counter),
-                        following,
-                        (*path, move),
-                    ),
-                )
-        return found
-
+            assert isinstance(model, PeerModel)
+            ending = _stuck_ending(self, model)
+            if ending is not None:
+                answer = (cost[0], cost[1] + len(ending))
+                heapq.heappush(heap, (answer, next(counter), None, (*path, *ending)))
+                continue  # any step more performs more: no better
+            for role in model.protocol.roles:
+                for gets, move in _minimal_steps(model, role, known):
+                    for get in gets:
+                        model.do(get)
+                    model.do(move)
+                    following = model.key()
+                    for _ in range(len(gets) + 1):
+                        model.undo()
+                    if following in done or not below(following):
+                        continue
+                    longer = (cost[0] + 1, cost[1] + len(gets))
+                    heapq.heappush(heap, (longer, next(counter), following, (*path, *gets, move)))
+        raise AssertionError("a stuck deadlock was reachable")
 
 def first_violations(
     search: Search, targets: list[Hashable], wanted: frozenset[Hashable]
@@ -215,6 +227,34 @@ def first_violations(
     return {name: trace for name, (_, trace) in found.items()}
 
 
+def _stuck_ending(search: Search, model: PeerModel) -> tuple[Move, ...] | None:
+    """The fewest pending deliveries after which the current state cannot
+    complete, or None when even all of them leave it able to."""
+    pending = [
+        move
+        for role in model.protocol.roles
+        for move in model.inflight(role)
+        if model.relevant(move.instance.name, role)
+    ]
+    for move in pending:
+        model.do(move)
+    stuck = not search.good_here()
+    for _ in pending:
+        model.undo()
+    if not stuck:
+        return None
+    for size in range(len(pending) + 1):
+        for ending in itertools.combinations(pending, size):
+            for move in ending:
+                model.do(move)
+            stuck = not search.good_here()
+            for _ in ending:
+                model.undo()
+            if stuck:
+                return ending
+    raise AssertionError("all of them left it stuck")
+
+
 def _minimal_steps(
     model: PeerModel, role: str, known: dict[tuple[str, int, Hashable], list[Move]]
 ) -> list[tuple[tuple[Move, ...], Move]]:
@@ -226,7 +266,7 @@ def _minimal_steps(
     answer for the whole search."""
     inflight = [m for m in model.inflight(role) if model.relevant(m.instance.name, role)]
     held = model.masks[model.role_index[role]]
-    used = model.used()
+    used = (model.used(), model.lost)
     minimal: dict[int, list[frozenset[int]]] = {}
     steps: list[tuple[tuple[Move, ...], Move]] = []
     for size in range(len(inflight) + 1):

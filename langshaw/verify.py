@@ -210,10 +210,7 @@ def verify(
         stuck = [k for k, e in ends.items() if not e.complete]
         report.live = not stuck
         if stuck:
-            found = search.shortest(
-                stuck, lambda: None if search.good_here() else "stuck", first_only=True
-            )
-            report.stuck = _steps(model, found["stuck"])
+            report.stuck = _steps(model, search.stuck_trace(stuck))
         report.safe = not any(e.bad for e in ends.values())
         if not report.safe:
             report.conflicts = _conflicts(model, search)
