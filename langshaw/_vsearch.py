@@ -65,14 +65,27 @@ class Search:
             return known
         found = model.complete()
         if not found:
+            # A step to a state already known to complete settles it; steps to
+            # states known not to are left out; the rest are searched in turn.
+            unknown = []
             for move in model.reduced():
                 model.do(move)
-                try:
-                    found = self.good_here()
-                finally:
-                    model.undo()
-                if found:
+                known = model.complete() or self.good.get(model.key())
+                model.undo()
+                if known:
+                    found = True
                     break
+                if known is None:
+                    unknown.append(move)
+            else:
+                for move in unknown:
+                    model.do(move)
+                    try:
+                        found = self.good_here()
+                    finally:
+                        model.undo()
+                    if found:
+                        break
         self.good[key] = found
         return found
 
