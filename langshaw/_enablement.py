@@ -136,40 +136,64 @@ def _bindings(
     """By the binding rules alone: what the instance must carry (its
     dependencies, and each attribute bound in its scope or inherited) and what
     its performer binds now; a Violation where no value is available (rule
-    ``sayso``) or the enclosing scopes disagree."""
-    name = action.name
+    ``sayso``) or the enclosing scopes disagree (the first such attribute)."""
     fixed: dict[str, Any] = {}
     for dependency in action.dependencies:
         fixed[dependency] = True
     to_bind: list[str] = []
+    for attribute, value in _each_binding(c, enactment, action, candidate, scope, values):
+        if value is _FREE:
+            to_bind.append(attribute)
+        elif type(value) is Violation:
+            return value
+        else:
+            fixed[attribute] = value
+    return fixed, to_bind
+
+
+_FREE: Any = object()  # the performer binds it now
+
+
+def _each_binding(
+    c: _Compiled,
+    enactment: Enactment | None,
+    action: Action,
+    candidate: ScopeKey,
+    scope: _Scope | None,
+    values: dict[str, Any] | None,
+) -> Iterator[tuple[str, Any]]:
+    """Each data attribute with the value the instance must carry, ``_FREE``
+    where its performer binds it now, or the Violation that leaves it without
+    one (all of them: ``SocialState.violations`` reports every attribute)."""
+    name = action.name
     bound = scope.bindings if scope is not None else None
     for attribute, may_bind in c.data[name]:
         if bound is not None and attribute in bound:
-            fixed[attribute] = bound[attribute]
+            yield attribute, bound[attribute]
         elif may_bind:
-            to_bind.append(attribute)
+            yield attribute, _FREE
         else:
             if values is None:
                 values = dict(candidate)
             inherited = _inherited(c, enactment, action, values, attribute)
             if inherited is _MISSING:
                 owners = " > ".join(c.protocol.sayso.get(attribute, ())) or "nobody"
-                return Violation(
+                yield attribute, Violation(
                     "sayso",
                     f"{action.actor} may not bind '{attribute}' (sayso gives it to {owners}) "
                     f"and it is not bound yet, so '{name}' is not enabled",
                     action=name,
                     attribute=attribute,
                 )
-            if inherited is _AMBIGUOUS:
-                return Violation(
+            elif inherited is _AMBIGUOUS:
+                yield attribute, Violation(
                     "bound",
                     f"'{attribute}' is bound to different values in enclosing scopes",
                     action=name,
                     attribute=attribute,
                 )
-            fixed[attribute] = inherited
-    return fixed, to_bind
+            else:
+                yield attribute, inherited
 
 
 def _excluded(

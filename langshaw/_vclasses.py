@@ -128,18 +128,6 @@ class Classes:
             attribute: [n for n in protocol.actions if attribute in self.data[n]]
             for attribute in protocol.attributes
         }
-        # Per role, the attributes its actions carry whose values in its own
-        # state may disagree with what it receives (so the order of deliveries
-        # decides which it holds). Values are tokens naming the binder, so that
-        # takes two roles that may bind the attribute, or one leaving it absent.
-        contested = {x for x, chain in self.sayso.items() if len(set(chain)) > 1}
-        contested |= self.choices
-        self.carried: dict[str, frozenset[str]] = {
-            role: frozenset(
-                x for b in protocol.actions_of(role) for x in self.data[b.name] if x in contested
-            )
-            for role in protocol.roles
-        }
         self.dependents = self._dependents(peers)
         # Decentralized: per perform class, the other roles' perform classes
         # whose instances the union could refuse for this one's (or this one's
@@ -206,15 +194,10 @@ class Classes:
         s, t = self.scopes[i], self.scopes[j]
         if self.kinds[j] == "get":
             # A delivery is disabled only by itself (see _interfere(j, i) for what
-            # it does to actions). Two deliveries to one role commute unless both
-            # bind an attribute the role carries in one scope: a state keeps the
-            # first value it receives, so their order decides which it holds.
-            return (
-                self.kinds[i] == "get"
-                and self.roles[i] == self.roles[j]
-                and s == t
-                and bool(self.data[a] & self.data[b] & self.carried[self.roles[i]])
-            )
+            # it does to actions), and two deliveries commute: before a conflict
+            # no role receives two values of one attribute in one scope, and
+            # nothing follows a conflict.
+            return False
         if self.kinds[i] == "get":
             # Delivering A's instance to R changes only R's state: what R's own
             # actions may do, and the values they would carry (A's binding in

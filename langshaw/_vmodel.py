@@ -8,7 +8,8 @@ enactment semantics itself (every "is this enabled" is asked of a SocialState).
   action enabled in the performer's own state, or delivers an instance to a role
   that has not received it yet. Each performed instance is also checked against
   the union of all states: where that check fails, agents acting on what they
-  knew did what a shared state would have refused (a safety violation).
+  knew did what a shared state would have refused (a safety violation, or
+  conflict). A conflict ends the enactment: no move follows it.
 
 Moves fall into classes: perform action A in scope S; deliver A's instance in S
 to role R. Scopes take key values from a fixed pool: ``r`` for the root keys,
@@ -19,8 +20,9 @@ relations are sound is argued in docs/semantics.md ("How the verifier explores")
 
 Values are abstract tokens: on a shared state ``<a>`` for every binding of
 ``a`` (equal values, as every binding of an attribute in a scope must be); in
-the decentralized model ``<a by R>``, so that two roles binding one attribute
-independently disagree, as they may.
+the decentralized model ``<a by R>`` (``<a by R in k1>`` in a sub-scope), so
+that two roles binding one attribute independently, or one role binding it
+again in a sub-scope, disagree, as they may.
 """
 
 from __future__ import annotations
@@ -134,7 +136,9 @@ class _Model:
     # Moves ------------------------------------------------------------------------
 
     def moves(self) -> list[Move]:
-        """Every move enabled now."""
+        """Every move enabled now (none after a conflict: it ends the enactment)."""
+        if self.violations():
+            return []
         self._status = {}
         self._order = {}
         self._edges = {}
@@ -168,6 +172,8 @@ class _Model:
     def reduced(self) -> list[Move]:
         """The enabled moves of a stubborn set: enough to reach every deadlock,
         and a state beyond the bound if any is reachable."""
+        if self.violations():
+            return []  # a conflict ends the enactment
         self._status = {}
         self._order = {}
         self._edges = {}
@@ -376,7 +382,7 @@ class PeerModel(_Model):
         # orders of unsafe steps (``_unsafe_order``), so an exploration takes a
         # first unsafe step of every kind that has one.
         self.unsafe: set[tuple[str, ...]] = set()
-        self._known: dict[tuple[int, int, Hashable, Hashable], dict[int, Any]] = {}
+        self._known: dict[tuple[int, int, Hashable], dict[int, Any]] = {}
         self._now: list[dict[int, Any] | None] = [None] * len(protocol.roles)
         self.reset()
 
@@ -398,23 +404,16 @@ class PeerModel(_Model):
         # The rules the first unsafe step broke (empty while every step is safe).
         self.first: tuple[Violation, ...] = ()
         self.kinds: frozenset[tuple[str, ...]] = frozenset()  # what those rules are
-        # (role, action, scope, attribute): a value a role received but does not hold,
-        # having received another one first (after a binding conflict, the order
-        # of deliveries decides what a role holds; the masks alone do not say).
-        self.lost: tuple[tuple[int, str, Scope, str], ...] = ()  # sorted
         self._undo: list[tuple[Any, ...]] = []
 
-    def key(self) -> tuple[tuple[int, ...], Hashable]:
-        """The masks, and whether a violation occurred (or, after a conflict
-        whose values some role received, which of them each holds)."""
-        return tuple(self.masks), self.lost or bool(self.first)
+    def key(self) -> tuple[tuple[int, ...], bool]:
+        """The masks, and whether a conflict occurred (which ends the
+        enactment: nothing follows it)."""
+        return tuple(self.masks), bool(self.first)
 
     def do(self, move: Move) -> None:
         role = self.role_index[move.role]
         journal: list[Any] = []
-        lost = self.lost
-        if move.kind == "get":
-            self._note_losses(role, move)
         self.local[move.role].apply([move.instance], journal)
         entry: tuple[Any, ...]
         if move.kind == "do":
@@ -430,7 +429,7 @@ class PeerModel(_Model):
             self.occurred[place] = move
             entry = (role, journal, self.masks[role], shared, before, place)
         else:
-            entry = (role, journal, self.masks[role], lost)
+            entry = (role, journal, self.masks[role])
         self.masks[role] |= 1 << move.ident
         self._undo.append(entry)
 
@@ -438,34 +437,12 @@ class PeerModel(_Model):
         entry = self._undo.pop()
         role, journal, self.masks[role] = entry[0], entry[1], entry[2]
         self.local[self.protocol.roles[role]].undo(journal)
-        if len(entry) > 4:
+        if len(entry) > 3:
             self.union.undo(entry[3])
             self.first = entry[4]
             if not self.first:
                 self.kinds = frozenset()
             del self.occurred[entry[5]]
-        else:
-            self.lost = entry[3]
-
-    def _note_losses(self, role: int, move: Move) -> None:
-        """Before ``move`` delivers its instance: what it binds, among what the
-        receiver carries, that the receiver already holds otherwise."""
-        carried = self.c.carried[move.role]
-        if not carried:
-            return
-        enactment = self.local[move.role].enactment(self.root)
-        scope = enactment.scopes.get(self.c.scopes[move.cls]) if enactment else None
-        if scope is None:
-            return
-        held = scope.bindings
-        bindings = move.instance.bindings
-        lost = [
-            (role, self.c.actions[move.cls], self.c.scopes[move.cls], x)
-            for x in self.c.data[self.c.actions[move.cls]] & carried
-            if x in held and held[x] != bindings.get(x, ABSENT)
-        ]
-        if lost:
-            self.lost = tuple(sorted({*self.lost, *lost}))
 
     def status(self, cls: int) -> Any:
         found = self._status.get(cls)
@@ -483,9 +460,10 @@ class PeerModel(_Model):
                 found = [Move(cls, "get", role, move.instance, move.ident)]
         else:
             # What a role may perform depends on its own state alone: the
-            # instances it holds, and after a clash which values it kept (and,
-            # without collisions, which key values anyone used). Many states
-            # share one role's state, so the answers are kept per such state.
+            # instances it holds (and, without collisions, which key values
+            # anyone used; before a conflict no role holds two values of one
+            # attribute, and nothing follows a conflict). Many states share one
+            # role's state, so the answers are kept per such state.
             index = self.role_index[role]
             table = self._now[index] or self._table(index)
             found = table.get(cls)
@@ -535,7 +513,7 @@ class PeerModel(_Model):
         status, and under -1 its enabled classes."""
         table = self._now[index]
         if table is None:
-            key = (index, self.masks[index], self.lost, self.used())
+            key = (index, self.masks[index], self.used())
             table = self._known.get(key)
             if table is None:
                 table = self._known[key] = {}

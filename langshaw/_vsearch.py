@@ -6,17 +6,17 @@ cycles and every path ends in a *deadlock*: a state where no move is enabled.
 What is checked holds once and for good (an action occurred, a clause holds, a
 violation happened), so each verdict can be read off the deadlocks:
 
-* live: every deadlock is complete (from a state, some continuation completes
-  exactly when some deadlock reachable from it is complete);
+* live: every deadlock is complete, or ended by a conflict (from a state, some
+  continuation completes exactly when some deadlock reachable from it is
+  complete; nothing is claimed past a conflict, decentralized);
 * an action is dead when no deadlock holds an instance of it, and a clause never
   holds when it holds in no deadlock;
-* unsafe: some deadlock lies after a violation.
+* unsafe: some deadlock was ended by a conflict (the model notes each kind).
 
-A stubborn-set reduction keeps every deadlock while skipping orders of
-independent moves, which is what makes the search fast. Counterexamples are
-then searched for without reduction, but only among states below a deadlock
-that shows the fault (every state on a path to a fault lies below the deadlock
-that path extends to), in order of length: so each is a shortest one.
+A stubborn-set reduction keeps every deadlock before a conflict, and every kind
+of conflict, while skipping orders of independent moves, which is what makes
+the search fast. Counterexamples are then searched for without reduction, in
+order of length, so each is a shortest one.
 """
 
 from __future__ import annotations
@@ -43,15 +43,65 @@ class Search:
         self.good: dict[Hashable, bool] = {}  # some complete deadlock is reachable
         self.ends: dict[Hashable, End] = {}
         self.transitions = 0
+        self.entered = 0  # states entered by explore(), held to max_states
 
     def explore(self) -> bool:
-        """Visit every state of the (reduced) graph; False if the bound cut it."""
+        """Visit every state of the (reduced) graph; False if the bound cut it.
+
+        Depth first, with an explicit stack: an enactment may be longer than
+        Python's recursion limit."""
         self.model.reset()
+        self.entered = 0
         try:
             self._visit()
         except StateLimit:
             return False
         return True
+
+    def _open(self, stack: list[list[Any]]) -> bool | None:
+        """Enter the current state: its verdict if known or a deadlock, else
+        None with a frame (key, moves, next move, good so far) pushed."""
+        model = self.model
+        key = model.key()
+        known = self.good.get(key)
+        if known is not None:
+            return known
+        self.entered += 1
+        if self.entered > self.max_states:
+            raise StateLimit
+        moves = model.reduced() if self.reduce else model.moves()
+        if not moves:
+            end = self.ends[key] = model.end()
+            good = self.good[key] = end.complete or end.bad  # nothing past a conflict
+            return good
+        stack.append([key, moves, 0, model.complete()])
+        return None
+
+    def _visit(self) -> bool:
+        model = self.model
+        stack: list[list[Any]] = []
+        found = self._open(stack)
+        if found is not None:
+            return found
+        while True:
+            frame = stack[-1]
+            key, moves, at, good = frame
+            if at < len(moves):
+                frame[2] = at + 1
+                self.transitions += 1
+                model.do(moves[at])
+                known = self._open(stack)
+                if known is None:
+                    continue  # went down into a new state
+                model.undo()
+                frame[3] = good or known
+                continue
+            stack.pop()
+            self.good[key] = good
+            if not stack:
+                return bool(good)
+            model.undo()
+            stack[-1][3] = stack[-1][3] or good
 
     def good_here(self) -> bool:
         """Can the current state still reach completion? A depth-first search
@@ -59,59 +109,61 @@ class Search:
         stays complete, so a complete deadlock lies beyond it); what it learns
         of each state is kept for the next question."""
         model = self.model
-        key = model.key()
-        known = self.good.get(key)
-        if known is not None:
-            return known
-        found = model.complete()
-        if not found:
-            # A step to a state already known to complete settles it; steps to
-            # states known not to are left out; the rest are searched in turn.
-            unknown = []
-            for move in model.reduced():
-                model.do(move)
-                known = model.complete() or self.good.get(model.key())
+        frames: list[list[Any]] = []  # (key, moves to try, next); the first is here
+        found = self._settle(frames)
+        if found is not None:
+            return found
+        while frames:
+            frame = frames[-1]
+            key, unknown, at = frame
+            if at < len(unknown):
+                frame[2] = at + 1
+                model.do(unknown[at])
+                found = self._settle(frames)
+                if found is None:
+                    continue  # went down
                 model.undo()
-                if known:
-                    found = True
-                    break
-                if known is None:
-                    unknown.append(move)
-            else:
-                for move in unknown:
-                    model.do(move)
-                    try:
-                        found = self.good_here()
-                    finally:
-                        model.undo()
-                    if found:
-                        break
-        self.good[key] = found
-        return found
+                if not found:
+                    continue
+                # Good: so is every state on the way here.
+                for _ in range(len(frames) - 1):
+                    self.good[frames.pop()[0]] = True
+                    model.undo()
+                self.good[frames.pop()[0]] = True
+                return True
+            frames.pop()
+            self.good[key] = False
+            if frames:
+                model.undo()
+        return False
 
-    def _visit(self) -> bool:
+    def _settle(self, frames: list[list[Any]]) -> bool | None:
+        """Whether the current state can complete, where one step tells (a
+        step to a state known to, or known not to); else None with a frame of
+        the steps still to search pushed."""
         model = self.model
         key = model.key()
         known = self.good.get(key)
         if known is not None:
             return known
-        if len(self.good) >= self.max_states:
-            raise StateLimit
-        moves = model.reduced() if self.reduce else model.moves()
-        if not moves:
-            end = self.ends[key] = model.end()
-            good = end.complete
-        else:
-            good = model.complete()
-            for move in moves:
-                self.transitions += 1
-                model.do(move)
-                try:
-                    good = self._visit() or good
-                finally:
-                    model.undo()
-        self.good[key] = good
-        return good
+        if model.complete() or model.violations():
+            self.good[key] = True
+            return True
+        unknown = []
+        for move in model.reduced():
+            model.do(move)
+            known = model.complete() or bool(model.violations()) or self.good.get(model.key())
+            model.undo()
+            if known:
+                self.good[key] = True
+                return True
+            if known is None:
+                unknown.append(move)
+        if not unknown:
+            self.good[key] = False
+            return False
+        frames.append([key, unknown, 0])
+        return None
 
     def load(self, path: Sequence[Move]) -> None:
         self.model.reset()
@@ -150,6 +202,8 @@ class Search:
                 continue
             done.add(key)
             self.load(path)
+            if model.violations():
+                continue  # a conflict ends the enactment: never stuck
             if not peers:
                 if not self.good_here():
                     return path
@@ -182,23 +236,21 @@ class Search:
         raise AssertionError("a stuck deadlock was reachable")
 
 def first_violations(
-    search: Search, targets: list[Hashable], wanted: frozenset[Hashable]
+    search: Search, wanted: frozenset[Hashable]
 ) -> dict[Hashable, tuple[Move, ...]]:
     """Decentralized: for each kind of violation in ``wanted`` (what the
     exploration found), a shortest path (fewest performed actions, then fewest
     deliveries) to a state whose first unsafe step breaks it.
 
-    Dijkstra's search, among the states below the unsafe deadlocks, over steps
-    that each deliver to the performer only a minimal set of what it has not
-    received that lets it perform the instance it performs. That loses no
-    shortest path: had the performer received more, every later step could
-    still be taken with it receiving the rest just before, and the check of
-    each action against the union does not depend on who received what. A
-    state after an unsafe step is not expanded; the search ends once every
-    wanted kind has its path."""
+    Dijkstra's search over steps that each deliver to the performer only a
+    minimal set of what it has not received that lets it perform the instance
+    it performs. That loses no shortest path: had the performer received more,
+    every later step could still be taken with it receiving the rest just
+    before, and the check of each action against the union does not depend on
+    who received what. A conflict ends a path; the search ends once every
+    wanted kind has a path that no longer one can beat."""
     model = search.model
     assert isinstance(model, PeerModel)
-    below = _below(targets, True)
     # A kind's path is kept when the unsafe step is generated: states after one
     # are told apart only by whether it happened, not by what it broke.
     found: dict[Hashable, tuple[tuple[int, int], tuple[Move, ...]]] = {}
@@ -234,9 +286,9 @@ def first_violations(
                         if name not in found or longer < found[name][0]:
                             found[name] = (longer, (*path, *gets, move))
                     continue
-                if following in done or not below(following):
-                    continue
-                heapq.heappush(heap, (longer, next(counter), following, (*path, *gets, move)))
+                if following not in done:
+                    entry = (longer, next(counter), following, (*path, *gets, move))
+                    heapq.heappush(heap, entry)
     return {name: trace for name, (_, trace) in found.items()}
 
 
@@ -279,7 +331,7 @@ def _minimal_steps(
     answer for the whole search."""
     inflight = [m for m in model.inflight(role) if model.relevant(m.instance.name, role)]
     held = model.masks[model.role_index[role]]
-    used = (model.used(), model.lost)
+    used = model.used()
     minimal: dict[int, list[frozenset[int]]] = {}
     steps: list[tuple[tuple[Move, ...], Move]] = []
     for size in range(len(inflight) + 1):

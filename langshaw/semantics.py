@@ -45,7 +45,8 @@ from typing import Any
 
 from langshaw._compiled import _BOUND, Enactment, _compile, _Scope
 from langshaw._enablement import (
-    _bindings,
+    _FREE,
+    _each_binding,
     _evaluate,
     _excluded,
     _initiating,
@@ -261,11 +262,15 @@ class SocialState:
         scopes = enactment.scopes if enactment is not None else {}
         values = dict(key)
         found = list(_excluded(self._c, scopes, action.name, values))
-        fixed = _bindings(self._c, enactment, action, key, scopes.get(key), values)
-        if isinstance(fixed, Violation):
-            found.append(fixed)
-        else:
-            found.extend(self._mismatches(action.name, fixed[0], bindings))
+        fixed: dict[str, Any] = dict.fromkeys(action.dependencies, True)
+        for attribute, value in _each_binding(
+            self._c, enactment, action, key, scopes.get(key), values
+        ):
+            if type(value) is Violation:
+                found.append(value)  # enclosing scopes disagree
+            elif value is not _FREE:
+                fixed[attribute] = value
+        found.extend(self._mismatches(action.name, fixed, bindings))
         return found
 
     def type_violation(self, action: str, attribute: str, value: JSON) -> Violation | None:

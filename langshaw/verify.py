@@ -193,7 +193,7 @@ def verify(
         protocol.name, semantics, sub_keys, reduced=reduce, collisions=collisions
     )
     report.complete = finished
-    report.states = len(search.good)
+    report.states = len(search.good) if finished else max_states  # gave up beyond it
     report.transitions = search.transitions
     explored = time.perf_counter()
     if finished:
@@ -207,7 +207,7 @@ def verify(
         }
         report.never_hold = [c for i, c in enumerate(protocol.completion) if i not in holding]
         report.bound_reached = model.bound_reached
-        stuck = [k for k, e in ends.items() if not e.complete]
+        stuck = [k for k, e in ends.items() if not (e.complete or e.bad)]
         report.live = not stuck
         if stuck:
             report.stuck = _steps(model, search.stuck_trace(stuck))
@@ -250,8 +250,7 @@ def _steps(model: SharedModel | PeerModel, path: Sequence[Move]) -> list[Step]:
 def _conflicts(model: SharedModel | PeerModel, search: Search) -> list[Conflict]:
     assert isinstance(model, PeerModel)
     wanted = frozenset(model.unsafe)
-    bad = [k for k, e in search.ends.items() if e.bad]
-    found = first_violations(search, bad, wanted)
+    found = first_violations(search, wanted)
     conflicts = []
     for name, path in sorted(
         found.items(), key=lambda kp: (sum(m.kind == "do" for m in kp[1]), len(kp[1]), repr(kp[0]))

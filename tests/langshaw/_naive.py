@@ -18,7 +18,9 @@ in both. The definitions it holds the verifier to:
   a dependency with the same keys. Each performed instance is also checked
   against the union of all performed ones: the rules it breaks there are the
   conflict kinds of that path when it is the path's first violating step.
-* Live: completion (on the union) stays reachable from every reachable state.
+  A conflict ends the enactment: no move follows it.
+* Live: completion (on the union) stays reachable from every reachable state
+  before a conflict (a state after one is never stuck).
   ``bound_reached``: some role could act in a scope using a key value beyond
   the pool.
 
@@ -347,6 +349,9 @@ def explore(
     while queue:
         n = queue.popleft()
         own_ids, union_id, violated = states[n]
+        if violated:
+            successors.append([])  # a conflict ends the enactment
+            continue
         union = by_id(union_id)
         targets: list[tuple[Any, ...]] = []
         for r, role in enumerate(roles):
@@ -386,7 +391,8 @@ def explore(
 
     # Liveness: which states can still reach a complete one (backwards).
     clauses = set(range(len(protocol.completion)))
-    complete = [m.holding(by_id(s[1])) == clauses for s in states]
+    # A state after a conflict is never stuck: nothing is claimed beyond it.
+    complete = [s[2] or m.holding(by_id(s[1])) == clauses for s in states]
     preds: list[list[int]] = [[] for _ in states]
     for n, out in enumerate(successors):
         for t in out:
@@ -402,11 +408,11 @@ def explore(
     performed: set[str] = set()
     held: set[int] = set()
     bound_reached = False
-    for own_ids, union_id, _ in states:
+    for own_ids, union_id, violated in states:
         union = by_id(union_id)
         performed |= {i.action for i in union.instances}
         held |= m.holding(union)
-        if not bound_reached and m.non_root:
+        if not bound_reached and m.non_root and not violated:
             bound_reached = any(
                 m.wants_more(union if shared else by_id(own_ids[r]), role)
                 for r, role in enumerate(roles)

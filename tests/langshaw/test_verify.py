@@ -205,27 +205,33 @@ def replay_conflict(protocol: LangshawProtocol, conflict: Conflict) -> None:
 def outcomes(
     protocol: LangshawProtocol, model_type: Any, reduce: bool, sub_keys: int = 2
 ) -> set[str] | None:
+    """What the verdicts are read from: every deadlock where no conflict
+    happened; the kinds of conflict; the actions that occurred and the clauses
+    that held in any deadlock (which of the many orders of steps leading to a
+    conflict is explored does not matter)."""
     model = model_type(_abstract(protocol), sub_keys)
     search = Search(model, reduce=reduce, max_states=20_000)
     if not search.explore():
         return None
     found = {repr(sorted(model.unsafe, key=repr))} if isinstance(model, PeerModel) else set()
+    ends = search.ends.values()
+    found.add(repr(sorted(set().union(*(e.names for e in ends)))))
+    found.add(repr(sorted(set().union(*(e.clauses for e in ends)))))
     for key in search.ends:
-        masks, flag = ([key], None) if isinstance(key, int) else key
+        masks, flag = ([key], False) if isinstance(key, int) else key
+        if flag:
+            continue
         found.add(
             repr(
-                (
-                    [
-                        sorted(
-                            repr(sorted(model.instances[i].bindings.items()))
-                            + model.instances[i].name
-                            for i in range(m.bit_length())
-                            if m >> i & 1
-                        )
-                        for m in masks
-                    ],
-                    flag,
-                )
+                [
+                    sorted(
+                        repr(sorted(model.instances[i].bindings.items()))
+                        + model.instances[i].name
+                        for i in range(m.bit_length())
+                        if m >> i & 1
+                    )
+                    for m in masks
+                ]
             )
         )
     return found
