@@ -26,7 +26,8 @@ import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from langshaw._vmodel import End, Move, PeerModel, SharedModel
+from langshaw._vmodel import End, Move, SharedModel
+from langshaw._vpeer import PeerModel
 
 Model = SharedModel | PeerModel
 
@@ -223,16 +224,11 @@ class Search:
                 continue  # any step more performs more: no better
             for role in model.protocol.roles:
                 for gets, move in _minimal_steps(model, role, known):
-                    for get in gets:
-                        model.do(get)
-                    model.do(move)
-                    following = model.key()
-                    for _ in range(len(gets) + 1):
-                        model.undo()
-                    if following in done or not below(following):
+                    reached, _ = _try(model, gets, move)
+                    if reached in done or not below(reached):
                         continue
                     longer = (cost[0] + 1, cost[1] + len(gets))
-                    heapq.heappush(heap, (longer, next(counter), following, (*path, *gets, move)))
+                    heapq.heappush(heap, (longer, next(counter), reached, (*path, *gets, move)))
         raise AssertionError("a stuck deadlock was reachable")
 
 def first_violations(
@@ -273,13 +269,7 @@ def first_violations(
         search.load(path)
         for role in model.protocol.roles:
             for gets, move in _minimal_steps(model, role, known):
-                for get in gets:
-                    model.do(get)
-                model.do(move)
-                following = model.key()
-                broken = model.kinds
-                for _ in range(len(gets) + 1):
-                    model.undo()
+                following, broken = _try(model, gets, move)
                 longer = (cost[0] + 1, cost[1] + len(gets))
                 if broken:
                     for name in broken:
@@ -290,6 +280,20 @@ def first_violations(
                     entry = (longer, next(counter), following, (*path, *gets, move))
                     heapq.heappush(heap, entry)
     return {name: trace for name, (_, trace) in found.items()}
+
+
+def _try(
+    model: PeerModel, gets: Sequence[Move], move: Move
+) -> tuple[Hashable, frozenset[tuple[str, ...]]]:
+    """Where a step (deliveries, then a performed action) leads, and what it
+    broke, if it was the first unsafe step; the model is left as it was."""
+    for get in gets:
+        model.do(get)
+    model.do(move)
+    found = model.key(), model.kinds
+    for _ in range(len(gets) + 1):
+        model.undo()
+    return found
 
 
 def _stuck_ending(search: Search, model: PeerModel) -> tuple[Move, ...] | None:

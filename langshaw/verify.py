@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langshaw._vmodel import Move, PeerModel, SharedModel, kind
+from langshaw._vmodel import Move, SharedModel, kind
+from langshaw._vpeer import PeerModel
 from langshaw._vsearch import Search, first_violations
 from langshaw.instances import ActionInstance, Violation
 from langshaw.model import LangshawProtocol

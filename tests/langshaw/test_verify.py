@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from langshaw import LangshawError, LangshawProtocol, SocialState
-from langshaw._vmodel import PeerModel, SharedModel
+from langshaw._vmodel import SharedModel
+from langshaw._vpeer import PeerModel
 from langshaw._vsearch import Search
 from langshaw.verify import Conflict, Report, Step, _abstract, verify
 from tests.conftest import FIXTURES, PROTOCOLS, load

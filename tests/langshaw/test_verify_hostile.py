@@ -29,22 +29,13 @@ from tests.conftest import FIXTURES, PROTOCOLS, ROOT
 from tests.langshaw._naive import explore
 from tests.langshaw._randproto import generate, random_protocol
 from tests.langshaw.test_differential import compare, from_naive, from_report
+from tests.langshaw.test_verify import strabo
 
 FAULTY = FIXTURES / "lsh" / "faulty"
 
 
 def parse(text: str) -> LangshawProtocol:
     return LangshawProtocol.parse(text)
-
-
-def strabo(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "strabo.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
 
 
 # Finding 1: one role binding an attribute again in a sub-scope --------------------
