@@ -90,7 +90,6 @@ class _Model:
         # (disabled, with what could enable them), so that the reduction cannot
         # skip the states where one is enabled.
         self.bound_reached = False
-        self._opened: tuple[int, tuple[int, ...]] = (-1, ())
 
     def _token(self, cls: int) -> str:
         """The abstract value a class binds fresh (``{}``: the attribute)."""
@@ -235,7 +234,7 @@ class _Model:
             outcome = self.status(cls)
             if type(outcome) is list:
                 found = self.c.dependents[cls]
-                if self.peers and cls in self.c.clashes and not self.violations():
+                if cls in self.c.clashes and not self.violations():
                     found = (*found, *self._unsafe_order(cls, outcome))
             else:
                 found = tuple(self.enablers(cls, outcome))
@@ -243,32 +242,9 @@ class _Model:
         return found
 
     def _unsafe_order(self, cls: int, moves: list[Move]) -> tuple[int, ...]:
-        """Decentralized, before any unsafe step: what else a stubborn set needs
-        with the enabled class ``cls``, since what the first unsafe step breaks
-        is part of the state. The classes whose instances the union could judge
-        differently for having seen this one (or this one for having seen
-        theirs); and, where one of its instances is unsafe now, every class that
-        could ever be unsafe: which of two unsafe steps comes first decides what
-        is reported, so they do not commute."""
-        found = self._order.get(cls)
-        if found is None:
-            union = self.union  # type: ignore[attr-defined]
-            found = self.c.clashes[cls]
-            if any(union.check([m.instance], {m.role}) is not None for m in moves):
-                found = (*found, *self._open())
-            self._order[cls] = found
-        return found
-
-    def _open(self) -> tuple[int, ...]:
-        """The classes that could still be unsafe in a way not seen yet."""
-        unsafe: set[Hashable] = self.unsafe  # type: ignore[attr-defined]
-        if self._opened[0] != len(unsafe):
-            potential = self.c.potential
-            self._opened = (
-                len(unsafe),
-                tuple(u for u in self.c.clashes if not potential[u] <= unsafe),
-            )
-        return self._opened[1]
+        """What else a stubborn set needs with the enabled class ``cls``
+        before any unsafe step (decentralized only: a shared state has none)."""
+        return ()
 
     def _instances(self, enablement: Enablement, cls: int) -> list[Move]:
         """The instances of an enabled perform class: each choice of binding or

@@ -36,9 +36,38 @@ class PeerModel(_Model):
         # orders of unsafe steps (``_unsafe_order``), so an exploration takes a
         # first unsafe step of every kind that has one.
         self.unsafe: set[tuple[str, ...]] = set()
+        self._opened: tuple[int, tuple[int, ...]] = (-1, ())
         self._known: dict[tuple[int, int, Hashable], dict[int, Any]] = {}
         self._now: list[dict[int, Any] | None] = [None] * len(protocol.roles)
         self.reset()
+
+    def _unsafe_order(self, cls: int, moves: list[Move]) -> tuple[int, ...]:
+        """Decentralized, before any unsafe step: what else a stubborn set needs
+        with the enabled class ``cls``, since what the first unsafe step breaks
+        is part of the state. The classes whose instances the union could judge
+        differently for having seen this one (or this one for having seen
+        theirs); and, where one of its instances is unsafe now, every class that
+        could ever be unsafe: which of two unsafe steps comes first decides what
+        is reported, so they do not commute."""
+        found = self._order.get(cls)
+        if found is None:
+            union = self.union
+            found = self.c.clashes[cls]
+            if any(union.check([m.instance], {m.role}) is not None for m in moves):
+                found = (*found, *self._open())
+            self._order[cls] = found
+        return found
+
+    def _open(self) -> tuple[int, ...]:
+        """The classes that could still be unsafe in a way not seen yet."""
+        unsafe = self.unsafe
+        if self._opened[0] != len(unsafe):
+            potential = self.c.potential
+            self._opened = (
+                len(unsafe),
+                tuple(u for u in self.c.clashes if not potential[u] <= unsafe),
+            )
+        return self._opened[1]
 
     def _token(self, cls: int) -> str:
         # A role binding an attribute afresh binds its own value, and a value of
