@@ -4,7 +4,7 @@
 
 First every shipped protocol under both semantics: each time is the median of N
 runs (default 5) of ``langshaw.verify.verify``, traces included. ``--full`` adds
-the unreduced exploration (every interleaving, capped at 200,000 states) to show
+the unreduced exploration (every interleaving and state, same cap) to show
 what the reduction saves.
 
 Then ``--random N`` (default 100; 0 skips it) random protocols of 8 to 10
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from langshaw import LangshawProtocol  # noqa: E402
-from langshaw.verify import SEMANTICS, verify  # noqa: E402
+from langshaw.verify import MAX_STATES, SEMANTICS, verify  # noqa: E402
 from tests.langshaw._randproto import generate  # noqa: E402
 
 LIMIT = 5.0  # seconds, for any protocol of at most 10 actions
@@ -78,7 +78,7 @@ def random_protocols(count: int, seed: int) -> bool:
     over = [r for r in rows if r[0] > LIMIT]
     print(
         f"  verifications: {len(rows) + len(cut)}; {len(cut)} reached the state cap "
-        f"(200,000; at most {max((r[0] for r in cut), default=0):.1f} s to say so)"
+        f"({MAX_STATES:,}; at most {max((r[0] for r in cut), default=0):.1f} s to say so)"
     )
     print(
         f"  explored in full: {len(rows)}; seconds: median {statistics.median(times):.3f}, "

@@ -71,11 +71,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the same one)",
     )
     parser.add_argument(
+        "--shortest",
+        action="store_true",
+        help="wait for shortest traces however long that takes (by default the search "
+        "for them may take as long as the exploration, then settles for short ones)",
+    )
+    parser.add_argument(
         "--max-states",
         type=_positive,
-        default=200_000,
+        default=60_000,
         metavar="N",
-        help="give up (and say so) beyond this many states (default 200000)",
+        help="give up (and say so) beyond this many states (default 60000, a few "
+        "seconds; each state stands for every one that differs only in key values)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print JSON (one object per file) instead of text"

@@ -38,6 +38,7 @@ class Classes:
             k: [ROOT] if k in root else [f"{k}{i}" for i in range(1, sub_keys + 1)]
             for k in protocol.keys
         }
+        self.pool = pool
         order = {k: i for i, k in enumerate(protocol.keys)}
         self.kinds: list[str] = []
         self.actions: list[str] = []

@@ -127,10 +127,16 @@ def findings(report: Report, where: Locator) -> list[tuple[Diagnostic, list[Step
 
 def summary(report: Report) -> str:
     bound = f"sub-keys {report.sub_keys}" + (", reached" if report.bound_reached else "")
-    return (
+    line = (
         f"  {report.semantics}: {report.verdict} ({report.states} states, "
         f"{report.transitions} transitions, {bound}, {report.seconds:.3f} s)"
     )
+    if not report.shortest:
+        line += (
+            "\n    (traces below are short, not known to be shortest: the search for "
+            "shortest ones ran out of time; --shortest waits for them)"
+        )
+    return line
 
 
 def check(
@@ -145,6 +151,7 @@ def check(
             sub_keys=args.sub_keys,
             max_states=args.max_states,
             collisions=getattr(args, "collisions", True),
+            shortest=getattr(args, "shortest", False),
         )
         reports.append(report)
         found.extend(findings(report, where))

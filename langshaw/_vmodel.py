@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langshaw._vclasses import ROOT, Classes
+from langshaw._vsymmetry import Symmetry
 from langshaw.instances import ABSENT, ActionInstance, Enablement, Violation
 from langshaw.model import LangshawProtocol
 from langshaw.semantics import SocialState
@@ -72,15 +73,24 @@ class _Model:
     """What both models share: classes, interning, the stubborn-set closure."""
 
     peers = False
+    kinds: frozenset[tuple[str, ...]] = frozenset()  # of the first unsafe step, if any
 
     def __init__(
-        self, protocol: LangshawProtocol, sub_keys: int, collisions: bool = True
+        self,
+        protocol: LangshawProtocol,
+        sub_keys: int,
+        collisions: bool = True,
+        symmetry: bool = False,
     ) -> None:
         self.protocol = protocol
         self.c = Classes(protocol, sub_keys, self.peers, collisions)
         self.root = tuple(ROOT for _ in protocol.root_keys)
         self.idents: dict[tuple[str, tuple[tuple[str, Any], ...]], int] = {}
         self.instances: list[ActionInstance] = []
+        # With ``symmetry``, a state's key is the least in its orbit under swaps
+        # of key values (langshaw._vsymmetry): one state per orbit is explored.
+        sub_pools = {k: v for k, v in self.c.pool.items() if k not in self.c.root_keys}
+        self.symmetry = Symmetry(sub_pools if symmetry else {}, self.instances, self.intern)
         self._status: dict[int, Any] = {}
         self._order: dict[int, tuple[int, ...]] = {}
         self._edges: dict[int, tuple[int, ...]] = {}
@@ -109,6 +119,11 @@ class _Model:
         raise NotImplementedError
 
     def key(self) -> Hashable:
+        """The state, as the search remembers it (up to symmetry, if on)."""
+        raise NotImplementedError
+
+    def images(self, key: Any) -> list[Any]:
+        """Every key of the states ``key`` stands for (itself first)."""
         raise NotImplementedError
 
     def do(self, move: Move) -> None:
@@ -281,9 +296,13 @@ class SharedModel(_Model):
     """One shared social state: attempts serialized, each checked as it comes."""
 
     def __init__(
-        self, protocol: LangshawProtocol, sub_keys: int, collisions: bool = True
+        self,
+        protocol: LangshawProtocol,
+        sub_keys: int,
+        collisions: bool = True,
+        symmetry: bool = False,
     ) -> None:
-        super().__init__(protocol, sub_keys, collisions)  # one state: no collisions
+        super().__init__(protocol, sub_keys, collisions, symmetry)  # one state: no collisions
         self.reset()
 
     def reset(self) -> None:
@@ -292,7 +311,12 @@ class SharedModel(_Model):
         self._undo: list[tuple[list[Any], int]] = []
 
     def key(self) -> int:
+        if self.symmetry:
+            return self.symmetry.canon((self.mask,))[0]
         return self.mask
+
+    def images(self, key: Any) -> list[Any]:
+        return [masks[0] for masks in self.symmetry.images((key,))]
 
     def do(self, move: Move) -> None:
         journal: list[Any] = []

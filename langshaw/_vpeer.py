@@ -10,7 +10,7 @@ enactment ends there.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 from langshaw._vclasses import Scope
@@ -26,9 +26,13 @@ class PeerModel(_Model):
     peers = True
 
     def __init__(
-        self, protocol: LangshawProtocol, sub_keys: int, collisions: bool = True
+        self,
+        protocol: LangshawProtocol,
+        sub_keys: int,
+        collisions: bool = True,
+        symmetry: bool = False,
     ) -> None:
-        super().__init__(protocol, sub_keys, collisions)
+        super().__init__(protocol, sub_keys, collisions, symmetry)
         self.role_index = {r: i for i, r in enumerate(protocol.roles)}
         # Every kind of conflict a first unsafe step taken so far broke. The
         # state keeps only whether one was taken: what follows a conflict does
@@ -39,6 +43,8 @@ class PeerModel(_Model):
         self._opened: tuple[int, tuple[int, ...]] = (-1, ())
         self._known: dict[tuple[int, int, Hashable], dict[int, Any]] = {}
         self._now: list[dict[int, Any] | None] = [None] * len(protocol.roles)
+        self._judged: dict[tuple[int, int], tuple[Violation, ...]] = {}
+        self._delivering: dict[int, dict[int, tuple[int, list[Move]]]] = {}
         self.reset()
 
     def _unsafe_order(self, cls: int, moves: list[Move]) -> tuple[int, ...]:
@@ -51,9 +57,8 @@ class PeerModel(_Model):
         is reported, so they do not commute."""
         found = self._order.get(cls)
         if found is None:
-            union = self.union
             found = self.c.clashes[cls]
-            if any(union.check([m.instance], {m.role}) is not None for m in moves):
+            if any(self._judge(m) for m in moves):
                 found = (*found, *self._open())
             self._order[cls] = found
         return found
@@ -84,6 +89,7 @@ class PeerModel(_Model):
         self.union = SocialState(self.protocol)
         self.masks = [0] * len(roles)
         self.occurred: dict[tuple[str, Scope], Move] = {}
+        self.performed = 0  # the instances in the union, as a mask
         # The rules the first unsafe step broke (empty while every step is safe).
         self.first: tuple[Violation, ...] = ()
         self.kinds: frozenset[tuple[str, ...]] = frozenset()  # what those rules are
@@ -92,7 +98,13 @@ class PeerModel(_Model):
     def key(self) -> tuple[tuple[int, ...], bool]:
         """The masks, and whether a conflict occurred (which ends the
         enactment: nothing follows it)."""
-        return tuple(self.masks), bool(self.first)
+        masks = tuple(self.masks)
+        if self.symmetry:
+            masks = self.symmetry.canon(masks)
+        return masks, bool(self.first)
+
+    def images(self, key: Any) -> list[Any]:
+        return [(masks, key[1]) for masks in self.symmetry.images(key[0])]
 
     def do(self, move: Move) -> None:
         role = self.role_index[move.role]
@@ -102,7 +114,7 @@ class PeerModel(_Model):
         if move.kind == "do":
             before = self.first
             if not before:
-                self.first = tuple(self.union.violations(move.instance, {move.role}))
+                self.first = self._judge(move)
                 if self.first:
                     self.kinds = frozenset(kind(v) for v in self.first)
                     self.unsafe |= self.kinds
@@ -110,11 +122,41 @@ class PeerModel(_Model):
             self.union.apply([move.instance], shared)
             place = (self.c.actions[move.cls], self.c.scopes[move.cls])
             self.occurred[place] = move
-            entry = (role, journal, self.masks[role], shared, before, place)
+            self._deliveries(move)
+            entry = (role, journal, self.masks[role], shared, before, place, self.performed)
+            self.performed |= 1 << move.ident
         else:
             entry = (role, journal, self.masks[role])
         self.masks[role] |= 1 << move.ident
         self._undo.append(entry)
+
+    def _judge(self, move: Move) -> tuple[Violation, ...]:
+        """What the union says of performing ``move`` now. The union holds
+        exactly the performed instances, so the answer is kept per set of them:
+        the searches ask again and again."""
+        asked = (self.performed, move.ident)
+        found = self._judged.get(asked)
+        if found is None:
+            found = self._judged[asked] = tuple(
+                self.union.violations(move.instance, {move.role})
+            )
+        return found
+
+    def after(
+        self, gets: Sequence[Move], move: Move
+    ) -> tuple[tuple[tuple[int, ...], bool], frozenset[tuple[str, ...]]]:
+        """The key of the state some deliveries and then a perform lead to, and
+        the kinds of conflict that perform is, without taking the steps (before
+        any conflict: the searches that ask take no step past one)."""
+        masks = list(self.masks)
+        for get in gets:
+            masks[self.role_index[get.role]] |= 1 << get.ident
+        masks[self.role_index[move.role]] |= 1 << move.ident
+        broken = self._judge(move)
+        key = tuple(masks)
+        if self.symmetry:
+            key = self.symmetry.canon(key)
+        return (key, bool(broken)), frozenset(kind(v) for v in broken)
 
     def undo(self) -> None:
         entry = self._undo.pop()
@@ -126,6 +168,7 @@ class PeerModel(_Model):
             if not self.first:
                 self.kinds = frozenset()
             del self.occurred[entry[5]]
+            self.performed = entry[6]
 
     def status(self, cls: int) -> Any:
         found = self._status.get(cls)
@@ -182,14 +225,32 @@ class PeerModel(_Model):
                     cls for cls in c.by_role[role] if type(self.status(cls)) is list
                 ]
             found.extend(mine)
-        for (name, scope), move in self.occurred.items():
-            for index, role in enumerate(self.protocol.roles):
-                if role != move.role and not self.masks[index] >> move.ident & 1:
-                    cls = c.get[(name, scope, role)]
-                    self._status[cls] = [Move(cls, "get", role, move.instance, move.ident)]
-                    found.append(cls)
+        status = self._status
+        performed = self.performed
+        delivering = self._delivering
+        for index, mask in enumerate(self.masks):
+            pending = performed & ~mask  # performed, not held: on its way here
+            while pending:
+                low = pending & -pending
+                pending ^= low
+                cls, get = delivering[low.bit_length() - 1][index]
+                status[cls] = get
+                found.append(cls)
         found.sort(key=c.rank.__getitem__)
         return found
+
+    def _deliveries(self, move: Move) -> None:
+        """Note, for a performed instance, per other role the class that
+        delivers it there and that class's one move (kept: never changed)."""
+        if move.ident in self._delivering:
+            return
+        name, scope = self.c.actions[move.cls], self.c.scopes[move.cls]
+        self._delivering[move.ident] = {
+            index: (cls, [Move(cls, "get", role, move.instance, move.ident)])
+            for index, role in enumerate(self.protocol.roles)
+            if role != move.role
+            for cls in (self.c.get[(name, scope, role)],)
+        }
 
     def _table(self, index: int) -> dict[int, Any]:
         """What is known of the state of the role ``index`` has now: each class's

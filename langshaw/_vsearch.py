@@ -14,16 +14,16 @@ violation happened), so each verdict can be read off the deadlocks:
 * unsafe: some deadlock was ended by a conflict (the model notes each kind).
 
 A stubborn-set reduction keeps every deadlock before a conflict, and every kind
-of conflict, while skipping orders of independent moves, which is what makes
-the search fast. Counterexamples are then searched for without reduction, in
-order of length, so each is a shortest one.
+of conflict, while skipping orders of independent moves, and with the model's
+symmetry one state stands for every state that differs only in which key
+values it uses: that is what makes the search fast. On the way it keeps one
+path to each kind of deadlock it meets (``witnesses``), for when the search for
+a shortest counterexample (``langshaw._vtraces``) runs out of time.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 from langshaw._vmodel import End, Move, SharedModel
@@ -45,6 +45,13 @@ class Search:
         self.ends: dict[Hashable, End] = {}
         self.transitions = 0
         self.entered = 0  # states entered by explore(), held to max_states
+        # The path the model was last brought to by load(); None when unknown.
+        self._loaded: list[Move] | None = None
+        # A path explore() took to a conflict of each kind, and to a stuck
+        # deadlock: valid counterexamples, if not shortest ones.
+        self.witnesses: dict[Hashable, tuple[Move, ...]] = {}
+        self.stuck_witness: tuple[Move, ...] | None = None
+        self._path: list[Move] = []
 
     def explore(self) -> bool:
         """Visit every state of the (reduced) graph; False if the bound cut it.
@@ -52,6 +59,8 @@ class Search:
         Depth first, with an explicit stack: an enactment may be longer than
         Python's recursion limit."""
         self.model.reset()
+        self._loaded = None
+        self._path = []
         self.entered = 0
         try:
             self._visit()
@@ -73,6 +82,11 @@ class Search:
         moves = model.reduced() if self.reduce else model.moves()
         if not moves:
             end = self.ends[key] = model.end()
+            if end.bad:
+                for kind in model.kinds:
+                    self.witnesses.setdefault(kind, tuple(self._path))
+            elif not end.complete and self.stuck_witness is None:
+                self.stuck_witness = tuple(self._path)
             good = self.good[key] = end.complete or end.bad  # nothing past a conflict
             return good
         stack.append([key, moves, 0, model.complete()])
@@ -80,6 +94,7 @@ class Search:
 
     def _visit(self) -> bool:
         model = self.model
+        path = self._path
         stack: list[list[Any]] = []
         found = self._open(stack)
         if found is not None:
@@ -91,10 +106,12 @@ class Search:
                 frame[2] = at + 1
                 self.transitions += 1
                 model.do(moves[at])
+                path.append(moves[at])
                 known = self._open(stack)
                 if known is None:
                     continue  # went down into a new state
                 model.undo()
+                path.pop()
                 frame[3] = good or known
                 continue
             stack.pop()
@@ -102,6 +119,7 @@ class Search:
             if not stack:
                 return bool(good)
             model.undo()
+            path.pop()
             stack[-1][3] = stack[-1][3] or good
 
     def good_here(self) -> bool:
@@ -167,210 +185,38 @@ class Search:
         return None
 
     def load(self, path: Sequence[Move]) -> None:
-        self.model.reset()
-        for move in path:
-            self.model.do(move)
-
-    def stuck_trace(self, targets: list[Hashable]) -> tuple[Move, ...]:
-        """A shortest path (fewest performed actions, then fewest deliveries)
-        to a state from which completion is out of reach, among the states
-        below the stuck deadlocks ``targets``.
-
-        Decentralized, the search takes steps that deliver to the performer
-        only a minimal set of what lets it act as it does (as
-        :func:`first_violations` does), then ends with the fewest deliveries
-        that leave the state stuck: any path can be rearranged so that each
-        delivery comes just before the step that needs it, or at the end,
-        without changing where it leads. Whether some deliveries can make a
-        state stuck is asked once, with all of them: a state that stays able to
-        complete with all of them delivered stays able with fewer."""
+        """Bring the model to the end of ``path`` from the start, undoing only
+        what it does not share with the path loaded last (the searches below
+        load path after path, most with a long common prefix)."""
         model = self.model
-        peers = isinstance(model, PeerModel)
-        below = _below(targets, peers)
-        counter = itertools.count()
-        model.reset()
-        # (cost, tie, state key or None for a finished answer, path)
-        heap: list[tuple[tuple[int, int], int, Hashable | None, tuple[Move, ...]]] = [
-            ((0, 0), next(counter), model.key(), ())
-        ]
-        done: set[Hashable] = set()
-        known: dict[tuple[str, int, Hashable], list[Move]] = {}
-        while heap:
-            cost, _, key, path = heapq.heappop(heap)
-            if key is None:
-                return path  # nothing cheaper is left in the heap
-            if key in done:
-                continue
-            done.add(key)
-            self.load(path)
-            if model.violations():
-                continue  # a conflict ends the enactment: never stuck
-            if not peers:
-                if not self.good_here():
-                    return path
-                for move in model.moves():
-                    model.do(move)
-                    following = model.key()
-                    model.undo()
-                    if following not in done and below(following):
-                        entry = ((cost[0] + 1, cost[1]), next(counter), following, (*path, move))
-                        heapq.heappush(heap, entry)
-                continue
-            assert isinstance(model, PeerModel)
-            ending = _stuck_ending(self, model)
-            if ending is not None:
-                answer = (cost[0], cost[1] + len(ending))
-                heapq.heappush(heap, (answer, next(counter), None, (*path, *ending)))
-                continue  # any step more performs more: no better
-            for role in model.protocol.roles:
-                for gets, move in _minimal_steps(model, role, known):
-                    reached, _ = _try(model, gets, move)
-                    if reached in done or not below(reached):
-                        continue
-                    longer = (cost[0] + 1, cost[1] + len(gets))
-                    heapq.heappush(heap, (longer, next(counter), reached, (*path, *gets, move)))
-        raise AssertionError("a stuck deadlock was reachable")
+        loaded = self._loaded
+        if loaded is None:
+            model.reset()
+            loaded = []
+        same = 0
+        for a, b in zip(loaded, path, strict=False):
+            if a is not b and a != b:
+                break
+            same += 1
+        for _ in range(len(loaded) - same):
+            model.undo()
+        for move in path[same:]:
+            model.do(move)
+        self._loaded = list(path)
 
-def first_violations(
-    search: Search, wanted: frozenset[Hashable]
-) -> dict[Hashable, tuple[Move, ...]]:
-    """Decentralized: for each kind of violation in ``wanted`` (what the
-    exploration found), a shortest path (fewest performed actions, then fewest
-    deliveries) to a state whose first unsafe step breaks it.
+    def reset(self) -> None:
+        self.model.reset()
+        self._loaded = []
 
-    Dijkstra's search over steps that each deliver to the performer only a
-    minimal set of what it has not received that lets it perform the instance
-    it performs. That loses no shortest path: had the performer received more,
-    every later step could still be taken with it receiving the rest just
-    before, and the check of each action against the union does not depend on
-    who received what. A conflict ends a path; the search ends once every
-    wanted kind has a path that no longer one can beat."""
-    model = search.model
-    assert isinstance(model, PeerModel)
-    # A kind's path is kept when the unsafe step is generated: states after one
-    # are told apart only by whether it happened, not by what it broke.
-    found: dict[Hashable, tuple[tuple[int, int], tuple[Move, ...]]] = {}
-    counter = itertools.count()
-    model.reset()
-    heap: list[tuple[tuple[int, int], int, Hashable, tuple[Move, ...]]] = [
-        ((0, 0), next(counter), model.key(), ())
-    ]
-    done: set[Hashable] = set()
-    known: dict[tuple[str, int, Hashable], list[Move]] = {}
-    while heap:
-        cost, _, key, path = heapq.heappop(heap)
-        if wanted <= found.keys() and all(
-            best <= (cost[0] + 1, cost[1]) for best, _ in found.values()
-        ):
-            break  # every later step costs at least that: none can be shorter
-        if key in done:
-            continue
-        done.add(key)
-        search.load(path)
-        for role in model.protocol.roles:
-            for gets, move in _minimal_steps(model, role, known):
-                following, broken = _try(model, gets, move)
-                longer = (cost[0] + 1, cost[1] + len(gets))
-                if broken:
-                    for name in broken:
-                        if name not in found or longer < found[name][0]:
-                            found[name] = (longer, (*path, *gets, move))
-                    continue
-                if following not in done:
-                    entry = (longer, next(counter), following, (*path, *gets, move))
-                    heapq.heappush(heap, entry)
-    return {name: trace for name, (_, trace) in found.items()}
-
-
-def _try(
-    model: PeerModel, gets: Sequence[Move], move: Move
-) -> tuple[Hashable, frozenset[tuple[str, ...]]]:
-    """Where a step (deliveries, then a performed action) leads, and what it
-    broke, if it was the first unsafe step; the model is left as it was."""
-    for get in gets:
-        model.do(get)
-    model.do(move)
-    found = model.key(), model.kinds
-    for _ in range(len(gets) + 1):
-        model.undo()
-    return found
-
-
-def _stuck_ending(search: Search, model: PeerModel) -> tuple[Move, ...] | None:
-    """The fewest pending deliveries after which the current state cannot
-    complete, or None when even all of them leave it able to."""
-    pending = [
-        move
-        for role in model.protocol.roles
-        for move in model.inflight(role)
-        if model.relevant(move.instance.name, role)
-    ]
-    for move in pending:
-        model.do(move)
-    stuck = not search.good_here()
-    for _ in pending:
-        model.undo()
-    if not stuck:
-        return None
-    for size in range(len(pending) + 1):
-        for ending in itertools.combinations(pending, size):
-            for move in ending:
-                model.do(move)
-            stuck = not search.good_here()
-            for _ in ending:
-                model.undo()
-            if stuck:
-                return ending
-    raise AssertionError("all of them left it stuck")
-
-
-def _minimal_steps(
-    model: PeerModel, role: str, known: dict[tuple[str, int, Hashable], list[Move]]
-) -> list[tuple[tuple[Move, ...], Move]]:
-    """What ``role`` may perform next, each with a minimal set of deliveries.
-
-    Before any unsafe step no role holds two values of one attribute, so what
-    a role may perform depends only on which instances it holds (and, when
-    key values are fresh, which values anyone used): ``known`` keeps that
-    answer for the whole search."""
-    inflight = [m for m in model.inflight(role) if model.relevant(m.instance.name, role)]
-    held = model.masks[model.role_index[role]]
-    used = model.used()
-    minimal: dict[int, list[frozenset[int]]] = {}
-    steps: list[tuple[tuple[Move, ...], Move]] = []
-    for size in range(len(inflight) + 1):
-        for gets in itertools.combinations(inflight, size):
-            given = frozenset(g.ident for g in gets)
-            mask = held
-            for ident in given:
-                mask |= 1 << ident
-            moves = known.get((role, mask, used))
-            if moves is None:
-                for get in gets:
-                    model.do(get)
-                moves = known[(role, mask, used)] = model.performs(role)
-                for _ in gets:
-                    model.undo()
-            for move in moves:
-                sets = minimal.setdefault(move.ident, [])
-                if not any(s <= given for s in sets):
-                    sets.append(given)
-                    steps.append((gets, move))
-    return steps
-
-
-def _below(targets: list[Hashable], peers: bool) -> Callable[[Hashable], bool]:
-    if not peers:
-        masks = [int(t) for t in targets]  # type: ignore[call-overload]
-
-        def shared(key: Any) -> bool:
-            return any(key & ~t == 0 for t in masks)
-
-        return shared
-    tuples = [t[0] for t in targets]  # type: ignore[index]
-
-    def decentralized(key: Any) -> bool:
-        masks = key[0]
-        return any(all(m & ~t == 0 for m, t in zip(masks, ts, strict=True)) for ts in tuples)
-
-    return decentralized
+    def replay(self, path: Sequence[Move]) -> bool:
+        """Take ``path`` from the start, each move only if it is enabled when
+        its turn comes (nothing follows a conflict); False at the first that
+        is not, leaving the model there."""
+        self.reset()
+        model = self.model
+        for move in path:
+            if move not in model.moves():
+                return False
+            model.do(move)
+            self._loaded.append(move)  # type: ignore[union-attr]
+        return True

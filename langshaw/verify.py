@@ -31,7 +31,8 @@ from typing import Any
 
 from langshaw._vmodel import Move, SharedModel, kind
 from langshaw._vpeer import PeerModel
-from langshaw._vsearch import Search, first_violations
+from langshaw._vsearch import Search
+from langshaw._vtraces import first_violations, stuck_trace
 from langshaw.instances import ActionInstance, Violation
 from langshaw.model import LangshawProtocol
 from langshaw.types import AttributeType
@@ -39,6 +40,15 @@ from langshaw.types import AttributeType
 __all__ = ["SEMANTICS", "Conflict", "Report", "Step", "verify"]
 
 SEMANTICS = ("shared", "decentralized")
+
+# The default bound on states explored: with the reduction and symmetry, a
+# protocol of up to ten actions that fits takes under 5 s (bench/verify.py);
+# one that does not is "unknown" in about as long, and --max-states goes further.
+MAX_STATES = 60_000
+
+# Seconds the searches for shortest traces may take at least; beyond it, as
+# long as the exploration took (so tracing never takes over twice as long).
+TRACE_FLOOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,11 @@ class Report:
     complete: bool = False  # every state was explored
     seconds: float = 0.0
     trace_seconds: float = 0.0  # of ``seconds``, finding the shortest traces
+    # Every trace is a shortest one. False when a search for one ran past its
+    # time (as long as the exploration took, at least TRACE_FLOOR seconds): the
+    # trace is then the exploration's own, shortened until no move can be
+    # dropped. ``verify(shortest=True)`` always waits for shortest ones.
+    shortest: bool = True
     live: bool | None = None
     stuck: list[Step] = field(default_factory=list)  # shortest trace to a stuck state
     safe: bool | None = None
@@ -156,6 +171,7 @@ class Report:
             "collisions": self.collisions,
             "seconds": round(self.seconds, 4),
             "trace_seconds": round(self.trace_seconds, 4),
+            "shortest_traces": self.shortest,
             "live": self.live,
             "stuck": [s.to_json() for s in self.stuck],
             "safe": self.safe,
@@ -170,24 +186,31 @@ def verify(
     *,
     semantics: str = "shared",
     sub_keys: int = 2,
-    max_states: int = 200_000,
+    max_states: int = MAX_STATES,
     reduce: bool = True,
     collisions: bool = True,
+    shortest: bool = False,
 ) -> Report:
     """Explore ``protocol``'s enactments under ``semantics`` and report.
 
-    ``reduce=False`` explores every order of independent moves (slower; the
-    verdicts are the same, which the tests check). ``collisions=False``
-    (decentralized) reads sub-key values as fresh: a role uses one only if it
-    holds it or nobody used it yet, where by default it may use any value of
-    the pool, as if two agents could generate the same one."""
+    ``reduce=False`` explores every order of independent moves, and every state
+    rather than one per symmetric set (slower; the verdicts are the same, which
+    the tests check). ``collisions=False`` (decentralized) reads sub-key values
+    as fresh: a role uses one only if it holds it or nobody used it yet, where
+    by default it may use any value of the pool, as if two agents could
+    generate the same one. The searches for shortest traces may take as long
+    as the exploration did (at least ``TRACE_FLOOR`` seconds) before settling
+    for shorter-than-found ones (``Report.shortest``); ``shortest=True``
+    waits for them however long they take."""
     if semantics not in SEMANTICS:
         raise ValueError(f"unknown semantics {semantics!r} (choose from {', '.join(SEMANTICS)})")
     if sub_keys < 1:
         raise ValueError("sub_keys must be at least 1")
     started = time.perf_counter()
     abstract = _abstract(protocol)
-    model = (SharedModel if semantics == "shared" else PeerModel)(abstract, sub_keys, collisions)
+    model = (SharedModel if semantics == "shared" else PeerModel)(
+        abstract, sub_keys, collisions, symmetry=reduce
+    )
     search = Search(model, reduce=reduce, max_states=max_states)
     finished = search.explore()
     report = Report(
@@ -197,6 +220,7 @@ def verify(
     report.states = len(search.good) if finished else max_states  # gave up beyond it
     report.transitions = search.transitions
     explored = time.perf_counter()
+    deadline = None if shortest else _deadline(started, explored)
     if finished:
         ends = search.ends
         occurred = set().union(*(e.names for e in ends.values()))
@@ -211,13 +235,22 @@ def verify(
         stuck = [k for k, e in ends.items() if not (e.complete or e.bad)]
         report.live = not stuck
         if stuck:
-            report.stuck = _steps(model, search.stuck_trace(stuck))
+            path, exact = stuck_trace(search, stuck, deadline)
+            report.stuck = _steps(model, path)
+            report.shortest = exact
         report.safe = not any(e.bad for e in ends.values())
         if not report.safe:
-            report.conflicts = _conflicts(model, search)
+            report.conflicts, exact = _conflicts(model, search, deadline)
+            report.shortest = report.shortest and exact
     report.seconds = time.perf_counter() - started
     report.trace_seconds = time.perf_counter() - explored
     return report
+
+
+def _deadline(started: float, explored: float) -> float:
+    """When the searches for shortest traces give up: tracing may take as long
+    as exploring did, and at least TRACE_FLOOR seconds."""
+    return explored + max(TRACE_FLOOR, explored - started)
 
 
 def _abstract(protocol: LangshawProtocol) -> LangshawProtocol:
@@ -248,10 +281,12 @@ def _steps(model: SharedModel | PeerModel, path: Sequence[Move]) -> list[Step]:
     return steps
 
 
-def _conflicts(model: SharedModel | PeerModel, search: Search) -> list[Conflict]:
+def _conflicts(
+    model: SharedModel | PeerModel, search: Search, deadline: float | None
+) -> tuple[list[Conflict], bool]:
     assert isinstance(model, PeerModel)
     wanted = frozenset(model.unsafe)
-    found = first_violations(search, wanted)
+    found, exact = first_violations(search, wanted, deadline)
     conflicts = []
     for name, path in sorted(
         found.items(), key=lambda kp: (sum(m.kind == "do" for m in kp[1]), len(kp[1]), repr(kp[0]))
@@ -259,7 +294,7 @@ def _conflicts(model: SharedModel | PeerModel, search: Search) -> list[Conflict]
         search.load(path)
         violation = next(v for v in model.violations() if kind(v) == name)
         conflicts.append(_describe(violation, _steps(model, path), model.protocol))
-    return conflicts
+    return conflicts, exact
 
 
 def _describe(v: Violation, trace: list[Step], protocol: LangshawProtocol) -> Conflict:

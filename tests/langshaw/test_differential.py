@@ -118,7 +118,10 @@ def compare(
     naive = explore(protocol, semantics, sub_keys=sub_keys, max_states=cap, collisions=collisions)
     if naive is None:
         return Outcome(semantics, skipped=True)
-    report = verify(protocol, semantics=semantics, sub_keys=sub_keys, collisions=collisions)
+    # shortest=True: the lengths of the traces are compared, so wait for shortest ones.
+    report = verify(
+        protocol, semantics=semantics, sub_keys=sub_keys, collisions=collisions, shortest=True
+    )
     if not report.complete:
         return Outcome(semantics, problem=f"verifier gave up\n{text}", categories=("incomplete",))
     mine, theirs = from_naive(naive), from_report(protocol, report)

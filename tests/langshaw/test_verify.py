@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import langshaw.verify as verify_module
 from langshaw import LangshawError, LangshawProtocol, SocialState
+from langshaw._verify_cli import summary
 from langshaw._vmodel import SharedModel
 from langshaw._vpeer import PeerModel
 from langshaw._vsearch import Search
@@ -204,13 +206,18 @@ def replay_conflict(protocol: LangshawProtocol, conflict: Conflict) -> None:
 
 
 def outcomes(
-    protocol: LangshawProtocol, model_type: Any, reduce: bool, sub_keys: int = 2
+    protocol: LangshawProtocol,
+    model_type: Any,
+    reduce: bool,
+    sub_keys: int = 2,
+    symmetry: bool = False,
 ) -> set[str] | None:
     """What the verdicts are read from: every deadlock where no conflict
     happened; the kinds of conflict; the actions that occurred and the clauses
     that held in any deadlock (which of the many orders of steps leading to a
-    conflict is explored does not matter)."""
-    model = model_type(_abstract(protocol), sub_keys)
+    conflict is explored does not matter). With ``symmetry`` the search keeps
+    one deadlock per orbit under swaps of key values: each stands for all."""
+    model = model_type(_abstract(protocol), sub_keys, symmetry=symmetry)
     search = Search(model, reduce=reduce, max_states=20_000)
     if not search.explore():
         return None
@@ -218,7 +225,7 @@ def outcomes(
     ends = search.ends.values()
     found.add(repr(sorted(set().union(*(e.names for e in ends)))))
     found.add(repr(sorted(set().union(*(e.clauses for e in ends)))))
-    for key in search.ends:
+    for key in (image for end in search.ends for image in model.images(end)):
         masks, flag = ([key], False) if isinstance(key, int) else key
         if flag:
             continue
@@ -255,6 +262,7 @@ def test_the_reduction_reaches_every_deadlock(path: Any, model_type: Any) -> Non
         full = outcomes(protocol, model_type, reduce=False, sub_keys=1)
     assert full is not None
     assert outcomes(protocol, model_type, reduce=True, sub_keys=sub_keys) == full
+    assert outcomes(protocol, model_type, reduce=True, sub_keys=sub_keys, symmetry=True) == full
 
 
 @st.composite
@@ -303,6 +311,7 @@ def test_the_reduction_reaches_every_deadlock_of_random_protocols(text: str) -> 
         full = outcomes(protocol, model_type, reduce=False)
         assume(full is not None)
         assert outcomes(protocol, model_type, reduce=True) == full, text
+        assert outcomes(protocol, model_type, reduce=True, symmetry=True) == full, text
 
 
 # Counterexamples the property test found, kept as plain tests.
@@ -599,3 +608,58 @@ def test_each_kind_has_its_own_shortest_trace() -> None:
     }
     for conflict in report.conflicts:
         replay_conflict(protocol, conflict)
+
+
+# When the search for shortest traces runs out of time ----------------------------
+
+
+@pytest.fixture
+def no_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every search for a shortest trace is out of time before it starts."""
+    monkeypatch.setattr(verify_module, "_deadline", lambda started, explored: 0.0)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [PROTOCOLS / "purchase.lsh", PROTOCOLS / "contract-net.lsh"]
+    + [FAULTY / n for n in ("rebind.lsh", "unsafe-nogo.lsh", "unsafe-nono.lsh")],
+    ids=lambda p: p.name,
+)
+def test_out_of_time_every_conflict_still_has_a_trace_that_replays(
+    path: Any, no_time: None
+) -> None:
+    protocol = LangshawProtocol.load(path)
+    exact = verify(protocol, semantics="decentralized", shortest=True)
+    quick = verify(protocol, semantics="decentralized")
+    assert exact.shortest and not quick.shortest
+    assert quick.to_json()["shortest_traces"] is False
+    assert quick.verdict == exact.verdict == "unsafe"
+    shortest = {(c.rule, c.actions, c.attribute): len(c.trace) for c in exact.conflicts}
+    found = {(c.rule, c.actions, c.attribute): len(c.trace) for c in quick.conflicts}
+    assert found.keys() == shortest.keys()
+    assert all(found[k] >= shortest[k] for k in found)
+    for conflict in quick.conflicts:
+        replay_conflict(protocol, conflict)
+    assert "not known to be shortest" in summary(quick)
+    assert "not known to be shortest" not in summary(exact)
+
+
+@pytest.mark.parametrize("semantics", ["shared", "decentralized"])
+def test_out_of_time_a_stuck_trace_is_the_explorations_own_shortened(
+    semantics: str, no_time: None
+) -> None:
+    protocol = LangshawProtocol.load(FAULTY / "not-live.lsh")
+    quick = verify(protocol, semantics=semantics)
+    assert quick.live is False and not quick.shortest
+    # Shortened until no move can be dropped: here that is the shortest one.
+    assert quick.stuck == verify(protocol, semantics=semantics, shortest=True).stuck
+
+
+def test_the_command_line_and_the_api_share_one_default_cap() -> None:
+    import argparse
+
+    from langshaw._cli import configure
+
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    assert parser.parse_args(["x.lsh"]).max_states == verify_module.MAX_STATES
