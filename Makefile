@@ -14,6 +14,8 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@mkdir -p $(VENV)/typecheck/strabo
+	@ln -sfn $(CURDIR)/proxy $(VENV)/typecheck/strabo/proxy
 	@touch $(STAMP)
 
 install: $(STAMP)

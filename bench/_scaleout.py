@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench._checkout import PROTOCOL, ROOT, body, percentile, process, steps
 from bench._http import Connection
-from bench.syncserver import PROTOCOL, ROOT, body, percentile, process, steps
 
 
 @dataclass

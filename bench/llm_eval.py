@@ -50,8 +50,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from peach.llm import DEFAULT_MODEL, PROVIDERS, Budget  # noqa: E402
-from peach.llm._base_url import check_base_url  # noqa: E402
+from peach.llm import (  # noqa: E402
+    DEFAULT_MODEL,
+    PROVIDERS,
+    Budget,
+    check_base_url,
+)
 from samples.llm.scenarios import SCENARIOS, Outcome  # noqa: E402
 
 

@@ -57,9 +57,9 @@ from bench.syncserver import percentile, process, steps, syncserver_command  # n
 from langshaw import ActionInstance, LangshawProtocol  # noqa: E402
 from peach import Executor, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
 from peach.peer import Directory, PeerExecutor  # noqa: E402
-from strabo.core.batch import Batch  # noqa: E402
 from strabo.serving import free_port  # noqa: E402
 from syncserver import SyncServer  # noqa: E402
+from syncserver.batch import Batch  # noqa: E402
 
 MAS = "bench"
 BLOCK = 25  # sequential round trips per set-up in a row

@@ -7,7 +7,7 @@ The bundled merchant runs in its own process. The direct client makes, for each
 checkout, the requests the Business proxy makes (POST the session, PUT the
 destination, PUT the shipping option, POST complete) with httpx and the same
 headers; so does a second direct client, with the lean HTTP/1.1 client the proxy
-itself uses (strabo/core/http1.py). The first is the issue's yardstick (what a
+itself uses (syncserver/http1.py). The first is the issue's yardstick (what a
 platform would write by hand); the second tells what the bridge costs beyond the
 choice of HTTP client. The Peach pipeline runs the SimpleUCP Platform agent and the Business
 proxy of strabo/ucp, with the SyncServer
@@ -45,7 +45,6 @@ import httpx  # noqa: E402
 from bench.syncserver import process, syncserver_command  # noqa: E402
 from langshaw import LangshawProtocol  # noqa: E402
 from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
-from strabo.core import http1  # noqa: E402
 from strabo.proxy import ProxyRequest  # noqa: E402
 from strabo.ucp.business_proxy import business_proxy, shipping_steps, ucp_header_hook  # noqa: E402
 from strabo.ucp.platform_agent import (  # noqa: E402
@@ -55,7 +54,7 @@ from strabo.ucp.platform_agent import (  # noqa: E402
     SAMPLE_LINE_ITEMS,
     SAMPLE_PAYMENT_DATA,
 )
-from syncserver import SyncServer  # noqa: E402
+from syncserver import SyncServer, http1  # noqa: E402
 
 #: Attempts on a checkout's path, each a hop through the SyncServer to the other
 #: agent: Create, Created, Complete, Completed.
@@ -81,7 +80,7 @@ async def merchant_process():
 
 
 class Direct:
-    """Checkouts with httpx (or, if ``lean``, strabo/core/http1.py), sending the
+    """Checkouts with httpx (or, if ``lean``, syncserver/http1.py), sending the
     requests the proxy would send."""
 
     def __init__(self, url: str, lean: bool = False) -> None:
@@ -357,7 +356,7 @@ async def main(quick: bool) -> None:
     print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
     print(
         f"    httpx {with_httpx * 1e3:.2f} ms, a minimal HTTP/1.1 client {minimal * 1e3:.2f} ms "
-        "(the SyncExecutor and the proxy use the second kind, strabo/core/http1.py; the "
+        "(the SyncExecutor and the proxy use the second kind, syncserver/http1.py; the "
         "executor's attempts ride its channel)"
     )
     print()

@@ -8,7 +8,7 @@ the unreduced exploration (every interleaving and state, same cap) to show
 what the reduction saves.
 
 Then ``--random N`` (default 100; 0 skips it) random protocols of 8 to 10
-actions, two or three roles (the generator of tests/langshaw/_randproto.py),
+actions, two or three roles (the generator of tests/langshaw/randproto.py),
 each verified once under both semantics: the slowest, how many took over 5 s
 (the target is none), and on the unsafe ones how long finding the shortest
 traces took against exploring (the target is at most 2x).
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from langshaw import LangshawProtocol  # noqa: E402
 from langshaw.verify import MAX_STATES, SEMANTICS, verify  # noqa: E402
-from tests.langshaw._randproto import generate  # noqa: E402
+from tests.langshaw.randproto import generate  # noqa: E402
 
 LIMIT = 5.0  # seconds, for any protocol of at most 10 actions
 TRACES = 2.0  # finding traces against exploring, on unsafe protocols

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from langshaw import LangshawError, LangshawProtocol  # noqa: E402
-from tests.langshaw._randproto import random_protocol  # noqa: E402
+from tests.langshaw.randproto import random_protocol  # noqa: E402
 from tests.langshaw.test_differential import NAIVE_CAP, compare  # noqa: E402
 
 SHOWN = 3  # disagreeing texts printed in full

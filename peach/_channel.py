@@ -8,7 +8,7 @@ server leaves the batch of an attempt in flight out of the stream, since the
 answer carries it: the reader turns the answer into the batch and applies it
 in its place, before any later batch of the stream. When
 the channel closes, every attempt still waiting fails with a
-:class:`~strabo.core.http1.TransportError`; the executor then resends it under the
+:class:`~syncserver.http1.TransportError`; the executor then resends it under the
 same attempt id (over HTTP if no channel is open), which the server
 recognizes, so nothing is finalized twice.
 """
@@ -20,8 +20,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from strabo.core.batch import Batch
-from strabo.core.http1 import Connection, TransportError
+from syncserver.batch import Batch
+from syncserver.http1 import Connection, TransportError
 
 #: Makes the batch an attempt's answer describes (its instances, the others').
 Builder = Callable[[dict[str, Any]], Batch]

@@ -22,10 +22,10 @@ from peach.feasible import FeasibleAction
 from peach.keys import new_key
 from peach.roles import ConstraintRefused, MustAlways, RoleSpec, evaluate
 from peach.view import View
-from strabo.core.acts_for import ActsFor
+from syncserver.acts_for import ActsFor
 
 if TYPE_CHECKING:
-    from strabo.core.batch import Batch
+    from syncserver.batch import Batch
 
 log = logging.getLogger("strabo.peach")
 
@@ -153,6 +153,12 @@ class PeachAdapter:
         from peach.inspection import describe_adapter
 
         return describe_adapter(self)
+
+    def activity(self) -> dict[str, Any]:
+        """For inspect(): whether it runs, its pending handler tasks, its handlers."""
+        return {"running": self._running,
+                "pending": sorted(t.get_name() for t in self._tasks if not t.done()),
+                "handlers": (self._observers, self._enabled_handlers, self._completion_handlers)}
 
     def _check_names(self, actions: Iterable[str]) -> None:
         for name in actions:
@@ -431,13 +437,13 @@ class PeachAdapter:
 
     # Fed by the executor ----------------------------------------------------------
 
-    def _attach(self, view: View) -> None:
+    def attach_view(self, view: View) -> None:
         """Share the executor's view of the protocol (at start)."""
         self._view = view
         self._enabled_cache.clear()
         self._acts_for = self.executor.acts_for(self)
 
-    def _after(
+    def batch_applied(
         self,
         batch: Batch,
         completed: list[tuple[Any, ...]],
@@ -522,7 +528,7 @@ class PeachAdapter:
         self._breaching = now
         self._check_failing = failing
 
-    def _go_live(self) -> None:
+    def go_live(self) -> None:
         """Start-up: everything enabled now counts as newly enabled."""
         self._live = True
         newly: list[tuple[Any, ...]] = []

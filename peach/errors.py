@@ -55,3 +55,9 @@ class ExecutorError(Exception):
         self.code = code
         # True when resending the same attempt (same attempt id) is safe and may work.
         self.retryable = retryable
+
+
+class LogGapError(ExecutorError):
+    """The server's log skips a batch. Applying what follows could apply an
+    action before one it depends on, so the feed of that protocol stops: it does
+    not reconnect, and every later attempt or sync through it raises this."""

@@ -3,7 +3,9 @@
 An executor sends attempts and feeds every adapter of a protocol the finalized
 batches, strictly in sequence order, each exactly once: a batch arriving with
 an attempt's answer, from the live stream, or from the log after a reconnection
-is applied only if it is the next one, and gaps are filled from the log. This
+is applied only if it is the next one, and gaps are filled from the log. A
+stream that fails is reconnected from the last applied batch, with back-off;
+a log that itself skips a batch stops the feed for good (``LogGapError``). This
 module holds that logic; subclasses only say how to send, read and stream.
 """
 
@@ -17,10 +19,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from langshaw import ActionInstance, LangshawProtocol
-from peach.errors import ExecutorError
+from peach.errors import ExecutorError, LogGapError
 from peach.view import View, signature
-from strabo.core.acts_for import ActsFor
-from strabo.core.batch import Batch
+from syncserver.acts_for import ActsFor
+from syncserver.batch import Batch
 
 log = logging.getLogger("strabo.peach")
 
@@ -28,7 +30,11 @@ _PAGE = 1000
 
 
 class Member(Protocol):
-    """What an executor needs of the adapters it serves (``PeachAdapter`` is one).
+    """What an executor needs of the adapters it serves (``PeachAdapter`` is one):
+    the seam between the two. An executor calls ``attach_view`` once when the
+    adapter joins (the view of the protocol it shares with the other adapters),
+    ``go_live`` when the history is applied, and ``batch_applied`` after each
+    batch it applies to the view (``live`` False while catching up).
 
     Stated here, where it is used, so that executors do not depend on the
     adapter class: the adapter depends on the executor, not the other way."""
@@ -37,11 +43,11 @@ class Member(Protocol):
     role: str
     protocol: LangshawProtocol
 
-    def _attach(self, view: View) -> None: ...
+    def attach_view(self, view: View) -> None: ...
 
-    def _go_live(self) -> None: ...
+    def go_live(self) -> None: ...
 
-    def _after(
+    def batch_applied(
         self,
         batch: Batch,
         completed: list[tuple[Any, ...]],
@@ -68,6 +74,7 @@ class _Feed:
         self.lock = asyncio.Lock()
         self.task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+        self.stopped: LogGapError | None = None  # the log has a gap: nothing more follows
 
     async def add(self, adapter: Member) -> None:
         """Attach ``adapter`` to the view (brought up to date without running any
@@ -88,9 +95,9 @@ class _Feed:
                         raise self._gap(batches[0].seq)
                     for batch in batches:
                         self._apply(batch, live=False)
-            adapter._attach(self.view)
+            adapter.attach_view(self.view)
             self.adapters.append(adapter)
-            adapter._go_live()
+            adapter.go_live()
         if self.task is None and self.executor.streams:
             self.task = asyncio.create_task(self._run(), name=f"feed {self.protocol.name}")
 
@@ -104,6 +111,8 @@ class _Feed:
 
     async def deliver(self, batch: Batch) -> None:
         """Apply ``batch`` (and any batch missing before it) for every adapter."""
+        if self.stopped is not None:
+            raise self.stopped
         if batch.seq <= self.applied:
             return
         async with self.lock:
@@ -119,16 +128,19 @@ class _Feed:
                     self._apply(earlier)
             self._apply(batch)
 
-    def _gap(self, seen: int) -> ExecutorError:
+    def _gap(self, seen: int) -> LogGapError:
         """The server's log skips a batch: applying what follows could apply an
-        action before one it depends on, so the feed stops instead."""
-        return ExecutorError(
+        action before one it depends on, so the feed stops instead, for good."""
+        self.stopped = LogGapError(
             f"the log of {self.protocol.name} has no batch {self.applied + 1} but has "
             f"batch {seen}: the server's log has a gap; this agent cannot follow it"
         )
+        return self.stopped
 
     async def refresh(self) -> None:
         """Read the log up to its current end and deliver what is new."""
+        if self.stopped is not None:
+            raise self.stopped
         while self.adapters:
             batches = await self.executor._read(self.adapters[0], self.applied, _PAGE)
             if not batches:
@@ -144,10 +156,11 @@ class _Feed:
         completed, touched = self.view.apply(batch)
         self.applied = batch.seq
         for adapter in self.adapters:
-            adapter._after(batch, completed, touched, live)
+            adapter.batch_applied(batch, completed, touched, live)
 
     async def _run(self) -> None:
-        """Follow the live stream; on any failure reconnect from the last applied batch."""
+        """Follow the live stream; on a failure reconnect from the last applied
+        batch, but stop on a gap in the log (reconnecting would meet it again)."""
         delay = 0.05
         while self.adapters:
             try:
@@ -158,7 +171,11 @@ class _Feed:
                 self.connected.clear()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # any failure: log it, back off, reconnect
+            except LogGapError as exc:
+                self.connected.clear()
+                log.error("event stream of %s stopped: %s", self.protocol.name, exc)
+                return
+            except Exception as exc:  # any other failure: log it, back off, reconnect
                 self.connected.clear()
                 log.warning(
                     "event stream of %s interrupted (%s); reconnecting", self.protocol.name, exc

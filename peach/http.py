@@ -9,7 +9,7 @@ applied batch, and an attempt whose answer was lost is retried under the same
 attempt id (by POST while no channel is open), which the server recognizes,
 so nothing is lost or finalized twice.
 
-Requests go through a lean keep-alive HTTP/1.1 client (``strabo.core.http1``; httpx
+Requests go through a lean keep-alive HTTP/1.1 client (``syncserver.http1``; httpx
 cost an agent more CPU per attempt than the server spends on it), or through
 httpx when a ``transport`` is given.
 """
@@ -31,9 +31,9 @@ from peach._channel import UNSUPPORTED, UPGRADE, Line
 from peach._sse import Decoder
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
-from strabo.core.acts_for import ActsFor
-from strabo.core.batch import Batch, Entry
-from strabo.core.http1 import Client, Response, TransportError
+from syncserver.acts_for import ActsFor
+from syncserver.batch import Batch, Entry
+from syncserver.http1 import Client, Response, TransportError
 
 log = logging.getLogger("strabo.peach")
 
@@ -332,7 +332,7 @@ def _rejection(response: Response, instances: Sequence[ActionInstance]) -> Excep
 
 
 class _Client(Protocol):
-    """What the executor needs of an HTTP client (``strabo.core.http1.Client`` is one)."""
+    """What the executor needs of an HTTP client (``syncserver.http1.Client`` is one)."""
 
     async def request(
         self,

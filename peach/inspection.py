@@ -57,13 +57,15 @@ def describe_adapter(adapter: PeachAdapter) -> dict[str, Any]:
         except Exception as exc:  # an inspection must not fail on a faulty accessor
             state = {"error": f"{type(exc).__name__}: {exc}"}
     roots = adapter.enactments()
-    pending = sorted(t.get_name() for t in adapter._tasks if not t.done())
+    activity = adapter.activity()
+    pending = activity["pending"]
+    observers, on_enabled, on_completion = activity["handlers"]
     return {
         "agent": adapter.name,
         "protocol": adapter.protocol.name,
         "role": adapter.role,
         "mas": adapter.mas_id,
-        "running": adapter._running,
+        "running": activity["running"],
         "spec": spec.describe(adapter) if spec is not None else None,
         "enabled": _enabled_now(adapter, roots),
         "enactments": {
@@ -74,9 +76,9 @@ def describe_adapter(adapter: PeachAdapter) -> dict[str, Any]:
         **({"pending_count": len(pending)} if len(pending) > MAX_LISTED else {}),
         "state": state,
         "handlers": {
-            "observation": _names(adapter._observers),
-            "on_enabled": _names(adapter._enabled_handlers),
-            "on_completion": [_qualname(h) for h in adapter._completion_handlers],
+            "observation": _names(observers),
+            "on_enabled": _names(on_enabled),
+            "on_completion": [_qualname(h) for h in on_completion],
         },
         "counters": dict(sorted(adapter.counters.items())),
         "breaches": list(adapter.breaches)[-10:],

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Sequence
 from langshaw import ActionInstance
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
-from strabo.core.acts_for import ActsFor
-from strabo.core.batch import Batch
-from strabo.core.errors import Rejected, ServiceError
-from strabo.core.server import SyncServer
+from syncserver.acts_for import ActsFor
+from syncserver.batch import Batch
+from syncserver.errors import Rejected, ServiceError
+from syncserver.server import SyncServer
 
 
 class LocalExecutor(Executor):

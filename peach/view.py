@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from langshaw import ActionInstance, LangshawProtocol, SocialState
 
 if TYPE_CHECKING:
-    from strabo.core.batch import Batch
+    from syncserver.batch import Batch
 
 Record = tuple[int, ActionInstance, str]  # (seq, instance, performer)
 

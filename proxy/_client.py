@@ -1,4 +1,4 @@
-"""The proxy's HTTP client: the lean one of ``strabo.core.http1`` by default,
+"""The proxy's HTTP client: the lean one of ``syncserver.http1`` by default,
 httpx where that one would not do.
 
 A checkout through the bridge makes as many requests to the merchant as a
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from strabo.core import http1
+from syncserver import http1
 
 
 class Answer(Protocol):
@@ -59,7 +59,7 @@ class Client(Protocol):
 
 
 class LeanClient:
-    """Keep-alive HTTP/1.1 (``strabo.core.http1``). A connection the service closed
+    """Keep-alive HTTP/1.1 (``syncserver.http1``). A connection the service closed
     while idle is replaced and the request sent again, which the idempotency key
     of every proxy request makes safe."""
 

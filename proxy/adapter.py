@@ -548,8 +548,8 @@ class ProxyAdapter(PeachAdapter):
             await self._client.aclose()
             self._client = None
 
-    def _go_live(self) -> None:
-        super()._go_live()
+    def go_live(self) -> None:
+        super().go_live()
         self._resume()
 
     def _resume(self) -> None:

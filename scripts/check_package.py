@@ -36,15 +36,22 @@ SCHEMAS = sorted(p.name for p in (ROOT / "protocols").glob("*/*.json"))
 PATTERNS = sorted(p.name for p in (ROOT / "protocols" / "patterns").glob("*.*"))
 
 
+# Folders installed under another name (pyproject.toml's package-dir).
+INSTALLED_AS = {"proxy": "strabo/proxy"}
+
+
 def source_packages() -> list[str]:
-    """Every package of the checkout, as ``a/b/__init__.py`` paths (through the
-    strabo/proxy and strabo/protocols links): each must be in the wheel."""
+    """Every package of the checkout, as ``a/b/__init__.py`` paths where the
+    wheel puts them (proxy/ as strabo/proxy/): each must be in the wheel."""
     found = []
-    for top in ("langshaw", "peach", "syncserver", "strabo"):
-        for folder, dirs, files in os.walk(ROOT / top, followlinks=True):
+    for top in ("langshaw", "peach", "syncserver", "strabo", "proxy"):
+        for folder, dirs, files in os.walk(ROOT / top):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             if "__init__.py" in files:
-                found.append(str(Path(folder).relative_to(ROOT) / "__init__.py"))
+                where = str(Path(folder).relative_to(ROOT))
+                head, _, tail = where.partition("/")
+                where = INSTALLED_AS.get(head, head) + (f"/{tail}" if tail else "")
+                found.append(f"{where}/__init__.py")
     return sorted(found)
 
 
@@ -161,11 +168,11 @@ def check_layout(files: list[str]) -> None:
     if len(lsh) != len(BUNDLED):
         raise Failed(f"the wheel holds {len(lsh)} protocol files, not {len(BUNDLED)}: {lsh}")
     schemas = sorted(f.rsplit("/", 1)[-1] for f in files
-                     if f.startswith("strabo/protocols/") and f.endswith(".json"))
+                     if f.startswith("syncserver/protocols/") and f.endswith(".json"))
     if schemas != SCHEMAS:
         raise Failed(f"the wheel holds the schema files {schemas}, not {SCHEMAS}")
     patterns = sorted(f.rsplit("/", 1)[-1] for f in files
-                      if f.startswith("strabo/protocols/patterns/"))
+                      if f.startswith("syncserver/protocols/patterns/"))
     if patterns != PATTERNS:
         raise Failed(f"the wheel holds the pattern files {patterns}, not {PATTERNS}")
     print(f"  ok  top-level packages {[t for t in tops if '.' not in t]}; "

@@ -1,9 +1,12 @@
 """strabo: declarative interaction protocols, agents that enact them, and HTTP bridges.
 
-This package holds what the other packages share but none of them owns: the
-finalization core (``strabo.core``), the ``strabo`` command line, and a helper to
-serve an ASGI app in-process (``strabo.serving``, loaded on first use: importing
-``strabo`` must not load a web server).
+This package is the top layer, the applications: the ``strabo`` command line,
+the demo, the bundled UCP merchant, the UCP agents and proxies, simulations.
+Below it: ``proxy`` (installed as ``strabo.proxy``), then ``peach`` (agents),
+then ``syncserver`` (the engine that keeps social state, and its HTTP server),
+then ``langshaw`` (the language); docs/architecture.md draws them. ``serve``
+(an ASGI app in-process, from ``syncserver.serving``) is loaded on first use:
+importing ``strabo`` must not load a web server.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from langshaw import _cli as check_cli
-from strabo import bundled
+from langshaw import cli as check_cli
+from syncserver import bundled
 
 CHECK_DESCRIPTION = (
     check_cli.DESCRIPTION

@@ -1,6 +1,6 @@
 """The ``strabo`` command: one entry point, one subcommand per tool.
 
-Each subcommand lives next to the code it drives (``langshaw._cli`` and so on) and
+Each subcommand lives next to the code it drives (``langshaw.cli`` and so on) and
 exposes ``configure(parser)`` and ``run(args) -> int``. Only the module of the
 subcommand given is imported (``strabo --help`` imports none): importing them
 all cost about a second at every start, most of it the MCP SDK's.
@@ -20,17 +20,17 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
         "check",
     ),
     "protocols": ("strabo._protocols_cli", "list the bundled protocols, or print one", ""),
-    "syncserver": ("syncserver._cli", "run a SyncServer hosting multiagent systems", ""),
+    "syncserver": ("syncserver.cli", "run a SyncServer hosting multiagent systems", ""),
     "merchant": ("strabo.merchant._cli", "run the bundled UCP merchant", ""),
     "demo": ("strabo.demo", "run a whole UCP checkout with embedded parts", ""),
     "inspect": ("strabo._inspect_cli", "list a SyncServer's agents, or inspect an agent", ""),
-    "agent": ("peach.llm._cli", "run an LLM agent that enacts Langshaw protocols", ""),
+    "agent": ("peach.llm.cli", "run an LLM agent that enacts Langshaw protocols", ""),
     "simulate": (
         "strabo.simulate._cli",
         "run a multiagent simulation scenario (TOML) and write its report",
         "",
     ),
-    "mcp": ("peach.mcp._cli", "serve one agent's role in a protocol as MCP tools", ""),
+    "mcp": ("peach.mcp.cli", "serve one agent's role in a protocol as MCP tools", ""),
 }
 
 
@@ -52,12 +52,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         if chosen is not None and name != chosen:
             sub.add_parser(name, help=help_text, description=help_text)
             continue
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not module_name.startswith(exc.name):
-                raise
-            continue  # subcommand not built yet
+        module = importlib.import_module(module_name)
         affix = f"_{prefix}" if prefix else ""
         sub_parser = sub.add_parser(
             name,

@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from langshaw.values import json_problem
-from strabo.core.config import AgentConfig
-from strabo.core.errors import ServiceError
-from strabo.core.server import SyncServer
+from syncserver.config import AgentConfig
+from syncserver.errors import ServiceError, error_bytes, internal
+from syncserver.server import SyncServer
 from syncserver.wire import AttemptIn, describe
 
 log = logging.getLogger("strabo.syncserver")
@@ -149,14 +149,10 @@ class AttemptsEndpoint:
             client = scope.get("client")
             where = f"{client[0]}:{client[1]}" if client else "a client"
             log.info("%s left before sending the whole body of %s", where, scope["path"])
-            status, body = 400, encode(
-                {"error": {"code": "client-disconnected", "message": "the client left mid-body"}}
-            )
+            status, body = 400, error_bytes("client-disconnected", "the client left mid-body")
         except Exception as exc:
             log.exception("unexpected error on POST %s", scope["path"])
-            status, body = 500, encode(
-                {"error": {"code": "internal", "message": f"internal error: {type(exc).__name__}"}}
-            )
+            status, body = 500, encode(internal(exc))
         start: Message = {
             "type": "http.response.start",
             "status": status,

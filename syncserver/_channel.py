@@ -43,14 +43,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from strabo.core.batch import Batch
-from strabo.core.config import AgentConfig
-from strabo.core.errors import ServiceError
-from strabo.core.feed import Lagging
-from strabo.core.ledger import Ledger
-from strabo.core.limits import Limits
-from strabo.core.server import SyncServer
 from syncserver._attempts import encode, finalize
+from syncserver.batch import Batch
+from syncserver.config import AgentConfig
+from syncserver.errors import ServiceError, error_bytes, error_json
+from syncserver.feed import Lagging
+from syncserver.ledger import Ledger
+from syncserver.limits import Limits
+from syncserver.server import SyncServer
 from syncserver.wire import AttemptIn, describe
 
 log = logging.getLogger("strabo.syncserver")
@@ -72,7 +72,7 @@ def answer_frame(data: dict[str, Any]) -> bytes:
 
 
 def error_frame(code: str, message: str) -> bytes:
-    return b"event: error\ndata: %s\n\n" % encode({"error": {"code": code, "message": message}})
+    return b"event: error\ndata: %s\n\n" % error_bytes(code, message)
 
 
 class Channel(asyncio.Protocol):
@@ -209,7 +209,7 @@ class Channel(asyncio.Protocol):
                     "attempt_id, which its answer names)",
                 )
             else:
-                self._write(answer_frame({"id": ident, "status": 400, **_error(code, message)}))
+                self._write(answer_frame({"id": ident, "status": 400, **error_json(code, message)}))
             return
         if parsed.attempt_id is None:
             self._fail("bad-request", "attempt_id: required on a channel (its answer names it)")
@@ -220,7 +220,7 @@ class Channel(asyncio.Protocol):
                     {
                         "id": parsed.attempt_id,
                         "status": 429,
-                        **_error(
+                        **error_json(
                             "too-many-in-flight",
                             f"this channel already has {MAX_IN_FLIGHT} attempts in flight: "
                             "wait for their answers before sending more",
@@ -260,7 +260,7 @@ class Channel(asyncio.Protocol):
                 {
                     "id": ident,
                     "status": 500,
-                    **_error("internal", f"internal error: {type(exc).__name__}"),
+                    **error_json("internal", f"internal error: {type(exc).__name__}"),
                 }
             )
         self._write(frame)
@@ -372,5 +372,4 @@ def _attempt_id(line: bytes) -> str | None:
     return ident if isinstance(ident, str) and 0 < len(ident) <= 200 else None
 
 
-def _error(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+

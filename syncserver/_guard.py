@@ -16,26 +16,33 @@ This protocol, uvicorn's own h11 protocol with timers, closes them:
 Each ends in a JSON error body, like every other error of the API, and the
 connection is closed. Timers cost nothing per byte: they are armed and disarmed
 on state changes only.
+
+It subclasses uvicorn's ``H11Protocol`` and uses its internals (``conn``,
+``cycle``, ``transport``, ``flow``), which uvicorn does not promise to keep:
+pyproject.toml pins uvicorn to the minor versions in ``TESTED_UVICORN``, and a
+test fails when the installed one is not among them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
-import json
 import logging
 from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from strabo.core.limits import Limits
 from syncserver._channel import EXTENSION, SWITCHING, UPGRADE
+from syncserver._trim import trimmer
+from syncserver.errors import error_bytes
+from syncserver.limits import Limits
 
 log = logging.getLogger("strabo.syncserver")
 
 _PHRASES = {408: "Request Timeout", 503: "Service Unavailable"}
+
+# The uvicorn minor versions this protocol is tested with (and pinned to).
+TESTED_UVICORN = ("0.54",)
 
 
 class GuardedProtocol(H11Protocol):
@@ -141,7 +148,7 @@ class GuardedProtocol(H11Protocol):
             timer.cancel()
         self._timers.clear()
         super().connection_lost(exc)
-        _trimmer.closed(self.loop)
+        trimmer.closed(self.loop)
 
     # Timers ---------------------------------------------------------------------------
 
@@ -192,7 +199,7 @@ class GuardedProtocol(H11Protocol):
         """Answer outside the request cycle (it may not have started) and close."""
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True  # the app's own answer would go nowhere
-        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        body = error_bytes(code, message)
         head = (
             f"HTTP/1.1 {status} {_PHRASES[status]}\r\n"
             "content-type: application/json\r\n"
@@ -202,50 +209,6 @@ class GuardedProtocol(H11Protocol):
         )
         self.transport.write(head.encode() + body)
         self.transport.close()
-
-
-class _Trimmer:
-    """Gives memory back to the system after many connections have closed.
-
-    Each connection's buffers are small but many; once freed, the C allocator
-    keeps the pages for reuse, so a burst of slow clients would leave the
-    server's resident size at its peak. After a burst of closes, and once they
-    stop, the freed pages are returned (``malloc_trim``, where glibc has it)."""
-
-    BURST = 256  # closes that make a burst
-    SETTLE = 1.0  # seconds without a close before trimming
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.handle: asyncio.TimerHandle | None = None
-        self.trim = _malloc_trim()
-
-    def closed(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self.trim is None:
-            return
-        self.count += 1
-        if self.count >= self.BURST:
-            if self.handle is not None:
-                self.handle.cancel()
-            self.handle = loop.call_later(self.SETTLE, self._run)
-
-    def _run(self) -> None:
-        self.count = 0
-        self.handle = None
-        gc.collect()
-        if self.trim is not None:
-            self.trim(0)
-
-
-def _malloc_trim() -> Any:
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc: its allocator may behave otherwise
-        return None
-
-
-_trimmer = _Trimmer()
 
 
 def guarded_protocol(limits: Limits) -> type[GuardedProtocol]:

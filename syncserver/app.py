@@ -1,17 +1,19 @@
 """The SyncServer's HTTP API (docs/syncserver.md describes every endpoint).
 
 Every request but ``/health`` carries ``Authorization: Bearer <token>``; every
-error is a JSON body ``{"error": {"code": ..., "message": ...}}`` with a fitting
-status. Finalized batches stream to agents as server-sent events, resumable from
-any sequence number.
+error is a JSON body (``syncserver.errors.error_json``: a code and a message)
+with a fitting status. Finalized batches stream to agents as server-sent events,
+resumable from any sequence number. The endpoints are module-level functions;
+what they serve (the server, its limits, who is connected) is on the app
+(``app.state.served``), set by :func:`create_app`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -23,15 +25,15 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from langshaw import ABSENT
-from strabo.core.config import AgentConfig
-from strabo.core.errors import ServiceError
-from strabo.core.feed import Lagging
-from strabo.core.ledger import Ledger
-from strabo.core.limits import Limits
-from strabo.core.server import SyncServer
 from syncserver._attempts import AttemptsEndpoint, Shortcut, authorize, encode
 from syncserver._channel import EXTENSION, UPGRADE, Channel
 from syncserver._presence import Presence
+from syncserver.config import AgentConfig
+from syncserver.errors import ServiceError, error_bytes, error_json, internal
+from syncserver.feed import Lagging
+from syncserver.ledger import Ledger
+from syncserver.limits import Limits
+from syncserver.server import SyncServer
 
 log = logging.getLogger("strabo.syncserver")
 
@@ -60,6 +62,298 @@ class _Stream(StreamingResponse):
             self._on_close()
 
 
+@dataclass(frozen=True)
+class _Served:
+    """What the endpoints serve, kept on the app (``app.state.served``)."""
+
+    server: SyncServer
+    limits: Limits
+    presence: Presence
+    chunk: int  # the largest piece of an event written at once
+    heartbeat: float
+
+
+def _served(request: Request) -> _Served:
+    served: _Served = request.app.state.served
+    return served
+
+
+def _caller(request: Request) -> AgentConfig:
+    served = _served(request)
+    server = served.server
+    header = request.headers.get("authorization", "")
+    return authorize(server, request.path_params["mas"], header)
+
+
+async def health(request: Request) -> Response:
+    served = _served(request)
+    server = served.server
+    presence = served.presence
+    return _json({"status": "ok", "policy": server.policy, "streams": presence.total})
+
+
+async def mas_info(request: Request) -> Response:
+    served = _served(request)
+    server = served.server
+    agent = _caller(request)
+    system = server.system(request.path_params["mas"])
+    return _json(
+        {
+            "mas": system.name,
+            "agent": agent.name,
+            "roles": {p: sorted(r) for p, r in agent.roles.items()},
+            "acts_for": agent.acts_for.describe(),
+            "protocols": list(system.protocols),
+            "policy": server.policy,
+        }
+    )
+
+
+async def agents(request: Request) -> Response:
+    served = _served(request)
+    server = served.server
+    presence = served.presence
+    _caller(request)  # any agent of the MAS may see who takes part in it
+    system = server.system(request.path_params["mas"])
+    return _json(
+        {
+            "mas": system.name,
+            "agents": [
+                {
+                    "name": name,
+                    "roles": {p: sorted(r) for p, r in config.roles.items()},
+                    "acts_for": config.acts_for.describe(),
+                    "url": config.url,
+                    **presence.describe(system.name, name),
+                }
+                for name, config in sorted(system.agents.items())
+            ],
+        }
+    )
+
+
+def _ledger_for(request: Request) -> tuple[AgentConfig, Ledger]:
+    served = _served(request)
+    server = served.server
+    agent = _caller(request)
+    params = request.path_params
+    return agent, server.ledger(params["mas"], params["protocol"], agent)
+
+
+async def protocol_info(request: Request) -> Response:
+    _, ledger = _ledger_for(request)
+    protocol = ledger.protocol
+    return _json(
+        {
+            "name": protocol.name,
+            "roles": list(protocol.roles),
+            "keys": list(protocol.keys),
+            "root_keys": list(protocol.root_keys),
+            "actions": {
+                a.name: {"actor": a.actor, "attributes": list(a.attributes), "doc": a.doc}
+                for a in protocol.actions.values()
+            },
+            "completion": [list(c) for c in protocol.completion],
+            "last_seq": ledger.committed_seq,
+            "enactments": len(ledger.state),
+        }
+    )
+
+
+def _open_stream(request: Request, agent: AgentConfig, ledger: Ledger) -> None:
+    """Count a stream (or channel) of ``agent``, within its bound."""
+    served = _served(request)
+    limits = served.limits
+    presence = served.presence
+    if presence.streams(ledger.mas, agent.name) >= limits.max_streams_per_agent:
+        raise ServiceError(
+            429,
+            "too-many-streams",
+            f"agent {agent.name!r} already holds {limits.max_streams_per_agent} event "
+            "streams: close one first (one stream per protocol is enough for an agent)",
+        )
+    presence.opened(ledger.mas, agent.name, ledger.protocol.name)
+
+
+async def events(request: Request) -> Response:
+    served = _served(request)
+    limits = served.limits
+    presence = served.presence
+    chunk = served.chunk
+    heartbeat = served.heartbeat
+    agent, ledger = _ledger_for(request)
+    after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
+    mas, name = ledger.mas, ledger.protocol.name
+    _open_stream(request, agent, ledger)
+    stream = ledger.subscribe(after, max_bytes=limits.stream_backlog_bytes, heartbeat=heartbeat)
+
+    def closed() -> None:
+        presence.closed(mas, agent.name, name)
+
+    async def frames() -> AsyncIterator[bytes]:
+        # The batch is awaited inline (no task in between): a committed batch
+        # reaches the client in the loop's next step (see Subscriber.get).
+        yield b": connected\n\n"
+        try:
+            async for batch in stream:
+                if batch is None:
+                    yield b": ping\n\n"
+                    continue
+                frame = batch.sse_frame
+                if len(frame) <= chunk:
+                    yield frame
+                else:  # a slow reader's buffer then holds a piece, not a whole batch
+                    for start in range(0, len(frame), chunk):
+                        yield frame[start : start + chunk]
+        except Lagging as lag:
+            yield _lagging_frame(lag.last, limits)  # the client catches up from the log
+        finally:
+            await stream.aclose()
+
+    return _Stream(
+        frames(),
+        closed,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def channel(request: Request) -> Response:
+    served = _served(request)
+    server = served.server
+    limits = served.limits
+    presence = served.presence
+    heartbeat = served.heartbeat
+    agent, ledger = _ledger_for(request)
+    tokens = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
+    if "upgrade" not in tokens or request.headers.get("upgrade", "").lower() != UPGRADE:
+        raise ServiceError(
+            426,
+            "upgrade-required",
+            f"a channel starts with 'Connection: Upgrade' and 'Upgrade: {UPGRADE}' "
+            "(docs/syncserver.md); without them use .../events and .../attempts",
+        )
+    switch = (request.scope.get("extensions") or {}).get(EXTENSION)
+    if switch is None:
+        raise ServiceError(
+            501,
+            "channel-unsupported",
+            "this server cannot hand a connection over to a channel (serve the app with "
+            "uvicorn and syncserver.uvicorn_options, as strabo syncserver does); "
+            "use .../events and .../attempts",
+        )
+    after = _int(request.query_params.get("after"), 0)
+    mas, name = ledger.mas, ledger.protocol.name
+    _open_stream(request, agent, ledger)
+    handed = switch(
+        Channel(
+            server,
+            ledger,
+            agent,
+            after,
+            limits,
+            heartbeat,
+            lagging=lambda last: _lagging_frame(last, limits),
+            on_attempt=presence.attempted,
+            on_close=lambda: presence.closed(mas, agent.name, name),
+        )
+    )
+    if not handed:  # the client left before the switch
+        presence.closed(mas, agent.name, name)
+    return Response(status_code=101)  # not sent: the connection is the channel's now
+
+
+async def read_log(request: Request) -> Response:
+    _, ledger = _ledger_for(request)
+    after = _int(request.query_params.get("after"), 0)
+    limit = min(_int(request.query_params.get("limit"), 500), 5000)
+    batches = await ledger.read(after, limit)
+    return _json({"events": [b.to_json() for b in batches], "last_seq": ledger.committed_seq})
+
+
+async def enactments(request: Request) -> Response:
+    _, ledger = _ledger_for(request)
+    offset = _int(request.query_params.get("offset"), 0)
+    limit = min(_int(request.query_params.get("limit"), 100), 1000)
+    roots = list(ledger.state.roots())
+    keys = ledger.protocol.root_keys
+    page = [
+        {"keys": dict(zip(keys, root, strict=True)), "complete": ledger.state.is_complete(root)}
+        for root in roots[offset : offset + limit]
+    ]
+    return _json({"total": len(roots), "offset": offset, "enactments": page})
+
+
+async def enactment(request: Request) -> Response:
+    _, ledger = _ledger_for(request)
+    protocol = ledger.protocol
+    keys = {}
+    for key in protocol.root_keys:
+        if key not in request.query_params:
+            raise ServiceError(
+                400,
+                "bad-request",
+                f"name the enactment by its root keys as query parameters: "
+                f"?{'&'.join(k + '=...' for k in protocol.root_keys)}",
+            )
+        keys[key] = _param(request.query_params[key], key)
+    root = tuple(keys.values())
+    if ledger.state.enactment(root) is None:
+        # A query string cannot say whether '7' is a string or an integer.
+        alternative = tuple(_key_value(v) if isinstance(v, str) else str(v) for v in root)
+        if ledger.state.enactment(alternative) is None:
+            raise ServiceError(404, "unknown-enactment", f"no enactment with {keys}")
+        root = alternative
+        keys = dict(zip(protocol.root_keys, root, strict=True))
+    batches = await ledger.store.by_root(ledger.mas, protocol, root)
+    replica = await ledger.replica(root)
+    return _json(
+        {
+            "keys": keys,
+            "complete": ledger.state.is_complete(root),
+            "instances": [{"seq": b.seq, **e.to_json()} for b in batches for e in b.entries],
+            "enabled": {
+                role: [
+                    {
+                        "action": e.action.name,
+                        "keys": e.keys,
+                        "new_keys": list(e.new_keys),
+                        "fixed": {k: v for k, v in e.fixed.items() if v is not ABSENT},
+                        "absent": [k for k, v in e.fixed.items() if v is ABSENT],
+                        "to_bind": list(e.to_bind),
+                    }
+                    for e in replica.enabled(role, root)
+                ]
+                for role in protocol.roles
+            },
+        }
+    )
+
+
+async def service_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ServiceError)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    response = _json(exc.to_json(), exc.status)
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
+    message = {
+        404: f"no such endpoint: {request.method} {request.url.path} (see docs/syncserver.md)",
+        405: f"{request.method} is not allowed on {request.url.path}",
+    }.get(exc.status_code, str(exc.detail))
+    return _json(error_json(code, message), exc.status_code)
+
+
+async def unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return _json(internal(exc), 500)
+
+
 def create_app(
     server: SyncServer,
     *,
@@ -77,249 +371,7 @@ def create_app(
     """
     limits = (limits or server.config.limits).replace(max_body=max_body)
     presence = Presence()
-    chunk = max(limits.write_buffer, 4096)
     server.cache_tail(limits.log_cache_bytes)
-
-    def caller(request: Request) -> AgentConfig:
-        header = request.headers.get("authorization", "")
-        return authorize(server, request.path_params["mas"], header)
-
-    async def health(request: Request) -> Response:
-        return _json({"status": "ok", "policy": server.policy, "streams": presence.total})
-
-    async def mas_info(request: Request) -> Response:
-        agent = caller(request)
-        system = server.system(request.path_params["mas"])
-        return _json(
-            {
-                "mas": system.name,
-                "agent": agent.name,
-                "roles": {p: sorted(r) for p, r in agent.roles.items()},
-                "acts_for": agent.acts_for.describe(),
-                "protocols": list(system.protocols),
-                "policy": server.policy,
-            }
-        )
-
-    async def agents(request: Request) -> Response:
-        caller(request)  # any agent of the MAS may see who takes part in it
-        system = server.system(request.path_params["mas"])
-        return _json(
-            {
-                "mas": system.name,
-                "agents": [
-                    {
-                        "name": name,
-                        "roles": {p: sorted(r) for p, r in config.roles.items()},
-                        "acts_for": config.acts_for.describe(),
-                        "url": config.url,
-                        **presence.describe(system.name, name),
-                    }
-                    for name, config in sorted(system.agents.items())
-                ],
-            }
-        )
-
-    def ledger_for(request: Request) -> tuple[AgentConfig, Ledger]:
-        agent = caller(request)
-        params = request.path_params
-        return agent, server.ledger(params["mas"], params["protocol"], agent)
-
-    async def protocol_info(request: Request) -> Response:
-        _, ledger = ledger_for(request)
-        protocol = ledger.protocol
-        return _json(
-            {
-                "name": protocol.name,
-                "roles": list(protocol.roles),
-                "keys": list(protocol.keys),
-                "root_keys": list(protocol.root_keys),
-                "actions": {
-                    a.name: {"actor": a.actor, "attributes": list(a.attributes), "doc": a.doc}
-                    for a in protocol.actions.values()
-                },
-                "completion": [list(c) for c in protocol.completion],
-                "last_seq": ledger.committed_seq,
-                "enactments": len(ledger.state),
-            }
-        )
-
-    def open_stream(agent: AgentConfig, ledger: Ledger) -> None:
-        """Count a stream (or channel) of ``agent``, within its bound."""
-        if presence.streams(ledger.mas, agent.name) >= limits.max_streams_per_agent:
-            raise ServiceError(
-                429,
-                "too-many-streams",
-                f"agent {agent.name!r} already holds {limits.max_streams_per_agent} event "
-                "streams: close one first (one stream per protocol is enough for an agent)",
-            )
-        presence.opened(ledger.mas, agent.name, ledger.protocol.name)
-
-    async def events(request: Request) -> Response:
-        agent, ledger = ledger_for(request)
-        after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
-        mas, name = ledger.mas, ledger.protocol.name
-        open_stream(agent, ledger)
-        stream = ledger.subscribe(
-            after, max_bytes=limits.stream_backlog_bytes, heartbeat=heartbeat
-        )
-
-        def closed() -> None:
-            presence.closed(mas, agent.name, name)
-
-        async def frames() -> AsyncIterator[bytes]:
-            # The batch is awaited inline (no task in between): a committed batch
-            # reaches the client in the loop's next step (see Subscriber.get).
-            yield b": connected\n\n"
-            try:
-                async for batch in stream:
-                    if batch is None:
-                        yield b": ping\n\n"
-                        continue
-                    frame = batch.sse_frame
-                    if len(frame) <= chunk:
-                        yield frame
-                    else:  # a slow reader's buffer then holds a piece, not a whole batch
-                        for start in range(0, len(frame), chunk):
-                            yield frame[start : start + chunk]
-            except Lagging as lag:
-                yield _lagging_frame(lag.last, limits)  # the client catches up from the log
-            finally:
-                await stream.aclose()
-
-        return _Stream(
-            frames(),
-            closed,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
-
-    async def channel(request: Request) -> Response:
-        agent, ledger = ledger_for(request)
-        tokens = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
-        if "upgrade" not in tokens or request.headers.get("upgrade", "").lower() != UPGRADE:
-            raise ServiceError(
-                426,
-                "upgrade-required",
-                f"a channel starts with 'Connection: Upgrade' and 'Upgrade: {UPGRADE}' "
-                "(docs/syncserver.md); without them use .../events and .../attempts",
-            )
-        switch = (request.scope.get("extensions") or {}).get(EXTENSION)
-        if switch is None:
-            raise ServiceError(
-                501,
-                "channel-unsupported",
-                "this server cannot hand a connection over to a channel (serve the app with "
-                "uvicorn and syncserver.uvicorn_options, as strabo syncserver does); "
-                "use .../events and .../attempts",
-            )
-        after = _int(request.query_params.get("after"), 0)
-        mas, name = ledger.mas, ledger.protocol.name
-        open_stream(agent, ledger)
-        handed = switch(
-            Channel(
-                server,
-                ledger,
-                agent,
-                after,
-                limits,
-                heartbeat,
-                lagging=lambda last: _lagging_frame(last, limits),
-                on_attempt=presence.attempted,
-                on_close=lambda: presence.closed(mas, agent.name, name),
-            )
-        )
-        if not handed:  # the client left before the switch
-            presence.closed(mas, agent.name, name)
-        return Response(status_code=101)  # not sent: the connection is the channel's now
-
-    async def read_log(request: Request) -> Response:
-        _, ledger = ledger_for(request)
-        after = _int(request.query_params.get("after"), 0)
-        limit = min(_int(request.query_params.get("limit"), 500), 5000)
-        batches = await ledger.read(after, limit)
-        return _json({"events": [b.to_json() for b in batches], "last_seq": ledger.committed_seq})
-
-    async def enactments(request: Request) -> Response:
-        _, ledger = ledger_for(request)
-        offset = _int(request.query_params.get("offset"), 0)
-        limit = min(_int(request.query_params.get("limit"), 100), 1000)
-        roots = list(ledger.state.roots())
-        keys = ledger.protocol.root_keys
-        page = [
-            {"keys": dict(zip(keys, root, strict=True)), "complete": ledger.state.is_complete(root)}
-            for root in roots[offset : offset + limit]
-        ]
-        return _json({"total": len(roots), "offset": offset, "enactments": page})
-
-    async def enactment(request: Request) -> Response:
-        _, ledger = ledger_for(request)
-        protocol = ledger.protocol
-        keys = {}
-        for key in protocol.root_keys:
-            if key not in request.query_params:
-                raise ServiceError(
-                    400,
-                    "bad-request",
-                    f"name the enactment by its root keys as query parameters: "
-                    f"?{'&'.join(k + '=...' for k in protocol.root_keys)}",
-                )
-            keys[key] = _param(request.query_params[key], key)
-        root = tuple(keys.values())
-        if ledger.state.enactment(root) is None:
-            # A query string cannot say whether '7' is a string or an integer.
-            alternative = tuple(_key_value(v) if isinstance(v, str) else str(v) for v in root)
-            if ledger.state.enactment(alternative) is None:
-                raise ServiceError(404, "unknown-enactment", f"no enactment with {keys}")
-            root = alternative
-            keys = dict(zip(protocol.root_keys, root, strict=True))
-        batches = await ledger.store.by_root(ledger.mas, protocol, root)
-        replica = await ledger.replica(root)
-        return _json(
-            {
-                "keys": keys,
-                "complete": ledger.state.is_complete(root),
-                "instances": [{"seq": b.seq, **e.to_json()} for b in batches for e in b.entries],
-                "enabled": {
-                    role: [
-                        {
-                            "action": e.action.name,
-                            "keys": e.keys,
-                            "new_keys": list(e.new_keys),
-                            "fixed": {k: v for k, v in e.fixed.items() if v is not ABSENT},
-                            "absent": [k for k, v in e.fixed.items() if v is ABSENT],
-                            "to_bind": list(e.to_bind),
-                        }
-                        for e in replica.enabled(role, root)
-                    ]
-                    for role in protocol.roles
-                },
-            }
-        )
-
-    async def service_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ServiceError)
-        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        response = _json(exc.to_json(), exc.status)
-        if headers:
-            response.headers.update(headers)
-        return response
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        code = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
-        message = {
-            404: f"no such endpoint: {request.method} {request.url.path} (see docs/syncserver.md)",
-            405: f"{request.method} is not allowed on {request.url.path}",
-        }.get(exc.status_code, str(exc.detail))
-        return _json({"error": {"code": code, "message": message}}, exc.status_code)
-
-    async def unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return _json(
-            {"error": {"code": "internal", "message": f"internal error: {type(exc).__name__}"}},
-            500,
-        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -333,7 +385,7 @@ def create_app(
 
     prefix = "/mas/{mas}/protocols/{protocol}"
     attempts = AttemptsEndpoint(server, limits.max_body, on_attempt=presence.attempted)
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/health", health),
             Route("/mas/{mas}", mas_info),
@@ -354,20 +406,20 @@ def create_app(
         lifespan=lifespan,
         middleware=[Middleware(Shortcut, endpoint=attempts)],
     )
+    app.state.served = _Served(server, limits, presence, max(limits.write_buffer, 4096), heartbeat)
+    return app
 
 
 def _lagging_frame(last: int, limits: Limits) -> bytes:
     """The last event of a stream that fell behind: where to resume."""
-    data = {
-        "error": {
-            "code": "lagging",
-            "message": f"this stream fell more than {limits.stream_backlog} batches or "
-            f"{limits.stream_backlog_bytes} bytes behind and is closed; reconnect with "
-            f"after={last} (or Last-Event-ID: {last}) to resume from the log",
-            "after": last,
-        }
-    }
-    return b"event: error\ndata: %s\n\n" % json.dumps(data, separators=(",", ":")).encode()
+    body = error_bytes(
+        "lagging",
+        f"this stream fell more than {limits.stream_backlog} batches or "
+        f"{limits.stream_backlog_bytes} bytes behind and is closed; reconnect with "
+        f"after={last} (or Last-Event-ID: {last}) to resume from the log",
+        after=last,
+    )
+    return b"event: error\ndata: %s\n\n" % body
 
 
 def _param(value: str, name: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 from peach.inspection import describe, inspection_app
 from peach.roles import MustAlways, Responsibility, RoleSpec
 from strabo.cli import main
-from strabo.core.serving import free_port, serve
+from syncserver.serving import free_port, serve
 from tests.conftest import load
 from tests.harness import Harness
 from tests.processes import ROOT

@@ -20,10 +20,10 @@ import pytest
 
 import syncserver.app
 from strabo.cli import main
-from strabo.core.config import build_config
-from strabo.core.serving import serve
 from syncserver import SyncServer, create_app
 from syncserver._presence import Presence
+from syncserver.config import build_config
+from syncserver.serving import serve
 from tests.conftest import load
 from tests.processes import ROOT
 

@@ -86,27 +86,47 @@ def test_no_module_imports_itself_through_others() -> None:
     assert cycles == []
 
 
-# Which top-level package may import which (besides itself and the standard library).
+# Which top-level package may import which (besides itself and the standard
+# library): from the bottom, the language, the engine that keeps social state
+# (with its HTTP server), the agents, the bridges, the applications.
 ALLOWED = {
     "langshaw": set(),
-    "strabo.bundled": {"langshaw"},
-    "strabo.core": {"langshaw", "strabo.bundled"},
-    "peach": {"langshaw", "strabo.core"},
-    "syncserver": {"langshaw", "strabo.core"},
-    "strabo.proxy": {"langshaw", "strabo.core", "peach"},
+    "syncserver": {"langshaw"},
+    "peach": {"langshaw", "syncserver"},
+    "strabo.proxy": {"langshaw", "syncserver", "peach"},
     "strabo.ucpwire": set(),
-    "strabo.ucp": {
-        "langshaw", "strabo.core", "peach", "strabo.proxy", "strabo.bundled", "strabo.ucpwire"},
+    "strabo.ucp": {"langshaw", "syncserver", "peach", "strabo.proxy", "strabo.ucpwire"},
     "strabo.merchant": {"strabo.ucpwire"},
+    # Deprecated aliases of the old paths, kept one release.
+    "strabo.core": {"syncserver"},
+    "strabo.bundled": {"syncserver"},
+}
+
+# The SyncServer's HTTP side: the agents use the engine, never the server.
+SERVER = {
+    "syncserver.app", "syncserver._attempts", "syncserver._channel", "syncserver.cli",
+    "syncserver._guard", "syncserver._presence", "syncserver.wire",
+    "syncserver.create_app", "syncserver.uvicorn_options",
 }
 
 
 # Lazy imports that cross a layer on purpose: (importing module, imported package).
 LAZY = {
-    ("peach.llm._cli", "syncserver"),  # strabo agent --embedded runs a SyncServer
-    ("peach.llm._cli", "strabo"),  # ... served by strabo.serving
-    ("peach.llm._cli", "strabo.bundled"),  # --protocol purchase: a bundled protocol
+    ("peach.llm.cli", "syncserver.create_app"),  # strabo agent --embedded runs a SyncServer
+    ("peach.llm.cli", "syncserver.uvicorn_options"),  # ... with its uvicorn options
 }
+
+
+def test_agents_never_import_the_servers_http_side() -> None:
+    files = [p for pkg in ("peach", "proxy") for p in (ROOT / pkg).rglob("*.py")]
+    wrong = [
+        f"{module_name(path)} imports {target}"
+        for path in files
+        for target in imports(path)
+        if any(target == s or target.startswith(s + ".") for s in SERVER)
+        and (module_name(path), target) not in LAZY
+    ]
+    assert wrong == []
 
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
@@ -121,7 +141,7 @@ def test_layers_point_one_way(layer: str) -> None:
                  if target == name or target.startswith(name + ".")),
                 target.split(".")[0],
             )
-            if owner != layer and owner not in ALLOWED[layer] and (module, owner) not in LAZY:
+            if owner != layer and owner not in ALLOWED[layer]:
                 wrong.append(f"{module} imports {target}")
     assert wrong == []
 
@@ -130,9 +150,86 @@ def test_an_agent_loads_no_web_server() -> None:
     code = (
         "import sys, peach, peach.local, peach.http, peach.llm, peach.peer\n"
         "loaded = {m.split('.')[0] for m in sys.modules}\n"
-        "print(sorted(loaded & {'starlette', 'uvicorn', 'syncserver'}))\n"
+        "print(sorted(loaded & {'starlette', 'uvicorn'}))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def owner(module: str) -> str:
+    """The package a module belongs to, as ALLOWED names them."""
+    return next(
+        (name for name in sorted(ALLOWED, key=len, reverse=True)
+         if module == name or module.startswith(name + ".")),
+        module.split(".")[0],
+    )
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    # A module whose name starts with "_" is its package's own business: the
+    # others go through what the package exports. Tests may still reach in.
+    files = [
+        p
+        for top in (*PACKAGES, "bench", "samples", "scripts")
+        for p in (ROOT / top).rglob("*.py")
+    ]
+    wrong = []
+    for path in files:
+        module = module_name(path)
+        for target in imports(path):
+            parts = target.split(".")
+            private = next(
+                (i for i, part in enumerate(parts) if part.startswith("_")
+                 and not part.startswith("__")),
+                None,
+            )
+            if private is None:
+                continue
+            if owner(".".join(parts[:private])) != owner(module):
+                wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [("strabo.core", "syncserver", "SyncServer"), ("strabo.bundled", "syncserver.bundled", "find")],
+)
+def test_the_old_import_paths_still_work_one_release_and_warn(
+    old: str, new: str, name: str
+) -> None:
+    code = (
+        "import importlib, warnings\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({new!r})\n"
+        f"print(getattr(old, {name!r}) is getattr(new, {name!r}),"
+        " [str(w.message) for w in caught if w.category is DeprecationWarning])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert result.stdout.startswith("True ['" + old + " is deprecated"), result.stdout
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for top in PACKAGES
+        for p in (ROOT / top).rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert long == {}
+
+
+def test_the_servers_error_bodies_are_made_in_one_place() -> None:
+    # syncserver.errors.error_json: every answer, channel frame, stream event and
+    # guard response; no other module of the server spells the shape out.
+    spelled = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "syncserver").rglob("*.py")
+        if p.name != "errors.py" and '"error": {' in p.read_text()
+    ]
+    assert spelled == []

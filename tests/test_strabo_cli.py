@@ -89,7 +89,7 @@ def test_only_the_subcommand_given_is_imported() -> None:
         "    main(sys.argv[1:])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print(sorted(m for m in ('peach.mcp._cli', 'syncserver._cli', 'peach.llm._cli')"
+        "print(sorted(m for m in ('peach.mcp.cli', 'syncserver.cli', 'peach.llm.cli')"
         " if m in sys.modules))\n"
     )
 
@@ -102,4 +102,4 @@ def test_only_the_subcommand_given_is_imported() -> None:
     listed, text = imported("--help")
     assert listed == "[]"
     assert "mcp" in text and "syncserver" in text  # listed all the same
-    assert imported("syncserver", "--help")[0] == "['syncserver._cli']"
+    assert imported("syncserver", "--help")[0] == "['syncserver.cli']"

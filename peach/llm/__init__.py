@@ -7,6 +7,7 @@ model behind an OpenAI-compatible Chat Completions endpoint (OpenAI, Ollama,
 vLLM, llama.cpp's server), one of the ``PROVIDERS``.
 """
 
+from peach.llm._base_url import check_base_url
 from peach.llm._providers import PROVIDERS
 from peach.llm.agent import DEFAULT_MODEL, LLMAgent
 from peach.llm.report import AgentReport, DecisionRecord, LLMError
@@ -22,5 +23,6 @@ __all__ = [
     "LLMAgent",
     "LLMError",
     "Tool",
+    "check_base_url",
     "tool",
 ]

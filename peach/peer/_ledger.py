@@ -15,7 +15,7 @@ from langshaw import ActionInstance, LangshawProtocol
 from langshaw.decentralized import Identity, encode_identity, identity, root
 from peach.peer._store import Record
 from peach.view import View
-from strabo.core.batch import Batch, Entry
+from syncserver.batch import Batch, Entry
 
 
 @dataclass

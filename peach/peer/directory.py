@@ -32,8 +32,8 @@ from typing import Any
 
 from langshaw import LangshawProtocol
 from peach.errors import ExecutorError
-from strabo.core.acts_for import ActsFor
-from strabo.core.config import ConfigError, MASConfig, build_config, load_config
+from syncserver.acts_for import ActsFor
+from syncserver.config import ConfigError, MASConfig, build_config, load_config
 
 AGENT_HEADER = "x-strabo-agent"
 SIGNATURE_HEADER = "x-strabo-signature"

@@ -34,8 +34,8 @@ from peach.peer._store import PeerStore, PeerStoreError, Record, Refusal, open_p
 from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory, sign
 from peach.peer.transport import Transport, Unreachable
 from peach.view import signature
-from strabo.core.acts_for import ActsFor
-from strabo.core.batch import Batch
+from syncserver.acts_for import ActsFor
+from syncserver.batch import Batch
 
 log = logging.getLogger("strabo.peach.peer")
 

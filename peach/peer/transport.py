@@ -109,7 +109,7 @@ class HTTPTransport:
 
     async def listen(self, peer: Peer, endpoint: Endpoint) -> None:
         from peach.peer._app import create_app
-        from strabo.core.serving import serve
+        from syncserver.serving import serve
 
         if peer.url is None:
             raise Unreachable(

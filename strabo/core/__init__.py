@@ -1,32 +1,35 @@
-"""The finalization core that the SyncServer and the in-process executor share.
+"""Deprecated: the engine moved to :mod:`syncserver` (``from syncserver import
+SyncServer, load_config``). This alias re-exports its names for one release."""
 
-Below both: it authorizes attempts, checks them with ``langshaw.semantics``,
-finalizes them into numbered batches, stores them and feeds them to readers.
-It imports neither Starlette nor uvicorn, so an agent that runs a
-``peach.LocalExecutor`` (or only talks HTTP) never loads a web server; only
-``strabo.core.serving``, imported by whoever serves an app, loads uvicorn.
-"""
+import warnings
 
-from strabo.core._pgstore import PostgresStore
-from strabo.core.batch import Batch, Entry
-from strabo.core.config import (
+from syncserver import (
     AgentConfig,
+    Batch,
     Config,
     ConfigError,
+    Entry,
+    Limits,
     MASConfig,
-    build_config,
-    load_config,
-)
-from strabo.core.errors import Rejected, ServiceError
-from strabo.core.ledger import Receipt
-from strabo.core.limits import Limits
-from strabo.core.server import SyncServer, open_store
-from strabo.core.store import (
     MemoryStore,
+    PostgresStore,
+    Receipt,
+    Rejected,
+    ServiceError,
     SharedStore,
     SQLiteStore,
     Store,
     StoreError,
+    SyncServer,
+    build_config,
+    load_config,
+    open_store,
+)
+
+warnings.warn(
+    "strabo.core is deprecated: import from syncserver (e.g. from syncserver import SyncServer)",
+    DeprecationWarning,
+    stacklevel=2,
 )
 
 __all__ = [

@@ -9,7 +9,7 @@ conformance suite; the translation is the only thing that knows two shapes.
 
 Pure functions; ``_versioning`` applies them to each request of a merchant
 serving 2026-04-08 (``create_app(ucp_version=...)``). The shape pairs they share
-with the proxy side are in ``strabo.ucpwire._shapes``.
+with the proxy side are in ``strabo.ucpwire.shapes``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from strabo.ucpwire import _shapes as s
-from strabo.ucpwire._shapes import JSON, NEW, OLD
+from strabo.ucpwire import JSON, NEW, OLD
+from strabo.ucpwire import shapes as s
 
 SUPPORTED = (OLD, NEW)
 """The protocol versions this merchant can answer in, oldest first."""

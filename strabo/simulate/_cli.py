@@ -126,7 +126,7 @@ def _unknown(name: str) -> str:
     """Why a bare name runs nothing: a typo of a shipped name is likelier than a
     missing file, so the shipped names are the help (read from the installed
     folder, so that a scenario added there is listed without a change here)."""
-    from strabo.bundled import scenario_names
+    from syncserver.bundled import scenario_names
 
     shipped = ", ".join(scenario_names()) or "none: this installation has no patterns folder"
     return (f"{name!r} is neither a scenario file nor a scenario shipped with strabo "

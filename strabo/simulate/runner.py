@@ -167,8 +167,8 @@ async def simulate(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from strabo.core.server import SyncServer
     from strabo.simulate._llm import llm_agent
+    from syncserver.server import SyncServer
 
     use_http = scenario.http if http is None else http
     population = scenario.population()

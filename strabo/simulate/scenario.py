@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawError, LangshawProtocol
-from strabo.core.acts_for import ActsFor
 from strabo.simulate._locate import line_of
 from strabo.simulate.move import Policy
+from syncserver.acts_for import ActsFor
 
 __all__ = [
     "AgentSpec",
@@ -172,7 +172,7 @@ class Scenario:
 def bundled_scenario(name: str) -> Path | None:
     """The scenario shipped with the pattern protocols (``market`` is
     ``protocols/patterns/market.toml``, installed with strabo), if any."""
-    from strabo.bundled import directory
+    from syncserver.bundled import directory
 
     try:
         found = directory() / "patterns" / f"{name.removesuffix('.toml')}.toml"
@@ -339,7 +339,7 @@ class _Checker:
         given = self.string(about, where, required=True)
         if given is None:
             return None, None
-        from strabo.bundled import find
+        from syncserver.bundled import find
 
         found = find(given, self.base)
         if found is None:

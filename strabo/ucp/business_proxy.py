@@ -20,7 +20,6 @@ import logging
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor
-from strabo.bundled import path as bundled_protocol
 from strabo.ucp.checkout import (
     MAPPING,
     RETRY,
@@ -29,6 +28,7 @@ from strabo.ucp.checkout import (
     shipping_steps,
     ucp_header_hook,
 )
+from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("atomic-ucp")

@@ -21,7 +21,6 @@ from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, BindError, Executor
-from strabo.bundled import path as bundled_protocol
 from strabo.proxy import ProxyAnswerError, ProxyError
 from strabo.ucp.checkout import (
     MAPPING,
@@ -33,6 +32,7 @@ from strabo.ucp.checkout import (
     ucp_header_hook,
     with_step,
 )
+from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("incremental-ucp")

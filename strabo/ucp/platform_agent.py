@@ -12,7 +12,7 @@ from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
-from strabo.bundled import path as bundled_protocol
+from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("atomic-ucp")

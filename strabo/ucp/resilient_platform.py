@@ -27,13 +27,13 @@ from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
-from strabo.bundled import path as bundled_protocol
 from strabo.ucp.platform_agent import (
     SAMPLE_BUYER,
     SAMPLE_FULFILLMENT_PREF,
     SAMPLE_LINE_ITEMS,
     SAMPLE_PAYMENT_DATA,
 )
+from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("resilient-ucp")

@@ -32,7 +32,6 @@ from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, ActionRejected, BindError, Executor
-from strabo.bundled import path as bundled_protocol
 from strabo.proxy import ProxyError
 from strabo.ucp import outcomes
 from strabo.ucp.checkout import (
@@ -43,6 +42,7 @@ from strabo.ucp.checkout import (
     open_checkout,
     ucp_header_hook,
 )
+from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("resilient-ucp")

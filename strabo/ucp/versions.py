@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from strabo.proxy import ProxyError, ProxyHTTPError
-from strabo.ucpwire import _shapes as s
-from strabo.ucpwire._shapes import JSON, NEW, OLD
+from strabo.ucpwire import JSON, NEW, OLD
+from strabo.ucpwire import shapes as s
 
 SUPPORTED = (OLD, NEW)
 """The UCP versions strabo speaks, oldest first."""

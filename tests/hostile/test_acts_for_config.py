@@ -1,4 +1,4 @@
-"""Hostile tests of ``acts_for``'s configuration (strabo.core.acts_for): a pin
+"""Hostile tests of ``acts_for``'s configuration (syncserver.acts_for): a pin
 no instance could meet, or that the server would report otherwise than it
 holds, is a configuration error, named where it is, never a traceback."""
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from langshaw import LangshawProtocol
-from strabo.core.acts_for import ActsFor
-from strabo.core.config import ConfigError, build_config, load_config
 from syncserver import SyncServer
+from syncserver.acts_for import ActsFor
+from syncserver.config import ConfigError, build_config, load_config
 from tests.conftest import PROTOCOLS
 
 MARKET_FILE = PROTOCOLS / "patterns" / "market.lsh"

@@ -1,4 +1,4 @@
-"""Hostile tests of ``acts_for`` (strabo.core.acts_for): an agent pinned to its
+"""Hostile tests of ``acts_for`` (syncserver.acts_for): an agent pinned to its
 own value of an attribute may not bind it to another, however it asks (an
 adapter, a plain POST, a channel, a batched window, an atomic list, a peer
 whose own directory forgot the pin), and is not offered what it may not take.

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from langshaw import LangshawProtocol
-from strabo.core.batch import Batch
-from strabo.core.store import MemoryStore
 from syncserver import Limits
 from syncserver._channel import Channel
+from syncserver.batch import Batch
+from syncserver.store import MemoryStore
 from tests.conftest import SIMPLE_CREATE
 from tests.hostile._support import SIMPLE, create, guarded, raw
 from tests.syncserver.test_channel import line
@@ -220,7 +220,7 @@ async def test_a_paused_channel_gives_its_in_flight_batch_once_and_in_order(made
     Batch 1 is large: the sink writes it and the transport pauses the channel.
     Batches 2 (p2's) and 3 (p1's attempt, in flight) are then refused by the
     sink (``Channel._sink`` returns False while paused) and queued in the
-    Subscriber (strabo/core/feed.py). ``Channel._attempt`` writes the answer
+    Subscriber (syncserver/feed.py). ``Channel._attempt`` writes the answer
     straight to the transport, past the queue, and removes the attempt from
     ``_in_flight``; when ``_follow`` then takes batch 3 from the queue,
     ``_answered_by_attempt`` is False and the batch goes out a second time.

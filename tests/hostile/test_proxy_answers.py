@@ -1,4 +1,4 @@
-"""The proxy's lean HTTP client, reading answers, (strabo.core.http1 through strabo.proxy._client)
+"""The proxy's lean HTTP client, reading answers, (syncserver.http1 through strabo.proxy._client)
 against real servers on loopback that misbehave.
 
 Whatever the merchant does (garbles, truncates, trickles, never answers, closes
@@ -9,7 +9,7 @@ and a request the server received and answered is never sent again by the
 client on its own (the server counts what it received).
 
 The servers: :class:`RawServer`, an asyncio socket server each test scripts
-byte by byte, and uvicorn (``strabo.core.serving.serve``) for well-formed
+byte by byte, and uvicorn (``syncserver.serving.serve``) for well-formed
 answers. Every server connection must be closed when the proxy has stopped:
 :class:`RawServer` fails the test otherwise (a leaked connection).
 """

@@ -22,13 +22,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route as StarletteRoute
 
-from strabo.core.serving import free_port, serve
 from strabo.proxy import (
     ProxyHTTPError,
     ProxyRequest,
     ProxyRequestError,
 )
 from strabo.proxy._client import HttpxClient, LeanClient
+from syncserver.serving import free_port, serve
 from tests.hostile._proxy_wire import (
     WAIT,
     Conn,

@@ -1,7 +1,7 @@
 """Differential test: the verifier against a naive explorer of every interleaving.
 
-``tests/langshaw/_naive.py`` re-states the enactment rules and explores one root
-enactment without any reduction; ``tests/langshaw/_randproto.py`` writes small
+``tests/langshaw/naive.py`` re-states the enactment rules and explores one root
+enactment without any reduction; ``tests/langshaw/randproto.py`` writes small
 random protocols. For each, under both semantics, the verifier's report must
 agree with the naive exploration on every verdict and on the length of every
 shortest counterexample. The two regression protocols at the end check the
@@ -19,8 +19,8 @@ import pytest
 from langshaw import LangshawProtocol
 from langshaw.verify import Report, verify
 from tests.conftest import FIXTURES
-from tests.langshaw._naive import NaiveResult, explore
-from tests.langshaw._randproto import generate
+from tests.langshaw.naive import NaiveResult, explore
+from tests.langshaw.randproto import generate
 
 SEED = 20240611
 COUNT = 200

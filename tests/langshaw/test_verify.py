@@ -443,7 +443,7 @@ def test_report_json_round_trips() -> None:
     assert json.loads(json.dumps(report.to_json()))["conflicts"][0]["rule"] == "nono"
 
 
-# Soundness: what the naive explorer (tests/langshaw/_naive.py) showed the
+# Soundness: what the naive explorer (tests/langshaw/naive.py) showed the
 # verifier got wrong, kept as plain tests.
 
 NEVER_COMPLETES = (FAULTY / "never-completes.lsh").read_text()
@@ -658,7 +658,7 @@ def test_out_of_time_a_stuck_trace_is_the_explorations_own_shortened(
 def test_the_command_line_and_the_api_share_one_default_cap() -> None:
     import argparse
 
-    from langshaw._cli import configure
+    from langshaw.cli import configure
 
     parser = argparse.ArgumentParser()
     configure(parser)

@@ -1,7 +1,7 @@
 """A hostile review of the verifier (commit 16d5403, "Verifier soundness", and
 what followed it): protocols built to break the rules the reduction and the
 trace searches rely on, each checked against the naive explorer
-(``tests/langshaw/_naive.py``), plus robustness (odd bounds, odd protocols, the
+(``tests/langshaw/naive.py``), plus robustness (odd bounds, odd protocols, the
 CLI) and determinism.
 
 Each finding is a regression test now that it is fixed (findings 1 and 2 are
@@ -26,8 +26,8 @@ from langshaw import LangshawError, LangshawProtocol, SocialState
 from langshaw.instances import ActionInstance
 from langshaw.verify import Report, _abstract, verify
 from tests.conftest import FIXTURES, PROTOCOLS, ROOT
-from tests.langshaw._naive import explore
-from tests.langshaw._randproto import generate, random_protocol
+from tests.langshaw.naive import explore
+from tests.langshaw.randproto import generate, random_protocol
 from tests.langshaw.test_differential import compare, from_naive, from_report
 from tests.langshaw.test_verify import strabo
 

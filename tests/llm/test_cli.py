@@ -14,7 +14,8 @@ import pytest
 
 from langshaw import LangshawProtocol
 from peach import PeachAdapter, SyncExecutor
-from peach.llm import PROVIDERS, _cli
+from peach.llm import PROVIDERS
+from peach.llm import cli as _cli
 from samples.llm import counterparts, scenarios
 from strabo.cli import build_parser
 from tests.conftest import PROTOCOLS, ROOT

@@ -16,7 +16,7 @@ import pytest
 from samples.llm import fake_openai
 from samples.llm.scenarios import SCENARIOS
 from strabo import serve
-from strabo.core.serving import free_port
+from syncserver.serving import free_port
 from tests.conftest import ROOT
 
 KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",

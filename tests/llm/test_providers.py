@@ -20,8 +20,8 @@ from peach import LocalExecutor, PeachAdapter
 from peach.llm import DEFAULT_MODEL, PROVIDERS, LLMAgent, LLMError
 from peach.llm._openai import OpenAIModel
 from samples.llm import scenarios
-from strabo.core.serving import free_port
 from syncserver import SyncServer
+from syncserver.serving import free_port
 from tests.conftest import PROTOCOLS
 from tests.llm.fake import FakeModel, load
 

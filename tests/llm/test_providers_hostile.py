@@ -32,8 +32,8 @@ from peach.llm._anthropic import AnthropicModel
 from peach.llm._model import MAX_TOOL_CALLS, Message, Model, ModelError
 from peach.llm._openai import OpenAIModel
 from strabo import serve
-from strabo.core.serving import free_port
 from syncserver import SyncServer
+from syncserver.serving import free_port
 from tests.conftest import PROTOCOLS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

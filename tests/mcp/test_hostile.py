@@ -34,10 +34,10 @@ from mcp.client.streamable_http import streamable_http_client
 from langshaw import LangshawProtocol
 from peach import LocalExecutor, PeachAdapter, SyncExecutor
 from peach.llm import Hooks
-from peach.llm._cli import UsageError
+from peach.llm.cli import UsageError
 from peach.mcp import MCPToolError, MCPTools, RoleServer
-from peach.mcp._cli import run_mcp
 from peach.mcp._events import EventLog
+from peach.mcp.cli import run_mcp
 from strabo import serve
 from strabo.cli import build_parser, main
 from syncserver import SyncServer, create_app

@@ -21,7 +21,7 @@ from langshaw import LangshawProtocol
 from peach import LocalExecutor, PeachAdapter, SyncExecutor
 from peach.llm import Hooks
 from peach.mcp import RoleServer
-from peach.mcp._cli import run_mcp
+from peach.mcp.cli import run_mcp
 from strabo import serve
 from strabo.cli import build_parser
 from syncserver import SyncServer, create_app

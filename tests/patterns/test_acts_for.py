@@ -1,7 +1,7 @@
 """An agent acts for its own name only: a seller prices its own call, a member
 takes from its own queue. The protocol cannot say which agent a key names; the
 MAS's ``acts_for`` can, the server holds agents to it and adapters offer
-nothing else (strabo.core.acts_for)."""
+nothing else (syncserver.acts_for)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from langshaw import ActionInstance, LangshawProtocol
 from peach import ActionRejected, BindError
-from strabo.core.config import ConfigError, build_config
 from strabo.simulate import ScenarioError, parse_scenario, simulate
+from syncserver.config import ConfigError, build_config
 from tests.conftest import PROTOCOLS
 from tests.harness import harness, until
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from strabo import bundled
-from strabo.core.config import build_config
+from syncserver import bundled
+from syncserver.config import build_config
 from tests.conftest import PROTOCOLS
 
 PATTERNS = PROTOCOLS / "patterns"

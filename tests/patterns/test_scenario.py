@@ -98,7 +98,7 @@ def test_an_llm_agent_is_a_goal_and_a_persona() -> None:
     assert "The simulation runs 3 rounds (key 'round')." in goal
     assert "Chair: chair; First: ann; Second: bob; Third: cat" in goal
     from peach import LocalExecutor, PeachAdapter
-    from strabo.core.server import SyncServer
+    from syncserver.server import SyncServer
 
     server = SyncServer.embedded([loaded.protocol], {"cat": ["Third"]})
     adapter = PeachAdapter("cat", loaded.protocol, "Third", LocalExecutor(server))

@@ -19,8 +19,8 @@ from starlette.routing import Route
 from peach import PeachAdapter, SyncExecutor
 from peach._sse import Decoder, Event
 from peach.errors import ExecutorError
-from strabo.core.http1 import Client, ProtocolError, TransportError
-from strabo.core.serving import free_port, serve
+from syncserver.http1 import Client, ProtocolError, TransportError
+from syncserver.serving import free_port, serve
 from tests.conftest import load
 
 SIMPLE = load("atomic-ucp.lsh")

@@ -14,7 +14,7 @@ import pytest
 from peach import ActionRejected, FeasibleAction, PeachAdapter
 from peach.inspection import KIND, describe, inspection_app
 from peach.roles import ConstraintRefused, MustAlways, MustNever, Responsibility, RoleSpec
-from strabo.core.serving import serve
+from syncserver.serving import serve
 from tests.conftest import load
 from tests.harness import Harness, until
 

@@ -20,9 +20,9 @@ from langshaw import ActionInstance
 from peach import FeasibleAction, LocalExecutor, PeachAdapter
 from peach.inspection import MAX_LISTED, MAX_SCANNED, describe, inspection_app
 from peach.roles import ConstraintRefused, MustAlways, MustNever, Responsibility, RoleSpec
-from strabo.core.batch import Batch, Entry
-from strabo.core.serving import serve
 from syncserver import SyncServer
+from syncserver.batch import Batch, Entry
+from syncserver.serving import serve
 from tests.conftest import load
 from tests.harness import Harness, until
 

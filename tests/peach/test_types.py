@@ -152,7 +152,7 @@ async def test_absence_survives_a_restart_on_sqlite(tmp_path: Path) -> None:
         late = ActionInstance(
             ORDER.action("Delivered"), {"oid": "o1", "Pay": True, "note": "late"}
         )
-        from strabo.core.errors import Rejected
+        from syncserver.errors import Rejected
 
         with pytest.raises(Rejected, match="'note' was left absent here"):
             await again.attempt("default", "TypedOrder", again.agent("default", "seller"), [late])

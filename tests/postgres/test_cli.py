@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from strabo.core import load_config
 from strabo.serving import free_port
+from syncserver import load_config
 from tests.conftest import PROTOCOLS
 from tests.processes import LISTENING, spawn, strabo
 

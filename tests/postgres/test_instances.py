@@ -38,7 +38,7 @@ from bench._hostile import server_process
 from langshaw import ActionInstance, SocialState
 from peach import FeasibleAction, PeachAdapter, SyncExecutor
 from peach.executor import Member
-from strabo.core.batch import Batch
+from syncserver.batch import Batch
 from tests.conftest import PROTOCOLS, SIMPLE_CREATE, SIMPLE_CREATED, load
 from tests.harness import until
 

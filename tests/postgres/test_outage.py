@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from strabo.core import Batch, Entry
-from strabo.core._pgstore import PostgresStore
+from syncserver import Batch, Entry
+from syncserver._pgstore import PostgresStore
 from tests.postgres.test_store import MAS, SIMPLE, create
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from langshaw import ActionInstance, SocialState
-from strabo.core import Batch, Rejected, ServiceError, SyncServer
-from strabo.core._pgstore import PostgresStore
+from syncserver import Batch, Rejected, ServiceError, SyncServer
+from syncserver._pgstore import PostgresStore
 from tests.conftest import SIMPLE_CREATE, SIMPLE_CREATED, load
 
 SIMPLE = load("atomic-ucp.lsh")

@@ -22,9 +22,9 @@ import asyncpg
 import pytest
 
 from langshaw import ActionInstance, LangshawProtocol
-from strabo.core import Batch, Entry, Rejected, StoreError, SyncServer, open_store
-from strabo.core._pgstore import _LOCK, PostgresStore
-from strabo.core.store import Store, Turn
+from syncserver import Batch, Entry, Rejected, StoreError, SyncServer, open_store
+from syncserver._pgstore import _LOCK, PostgresStore
+from syncserver.store import Store, Turn
 from tests.conftest import PROTOCOLS, SIMPLE_CREATE, SIMPLE_CREATED, load
 
 SIMPLE = load("atomic-ucp.lsh")

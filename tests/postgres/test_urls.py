@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from strabo.core import StoreError
-from strabo.core._pgstore import PostgresStore
-from strabo.core.store import password_of, redact, scrub
+from syncserver import StoreError
+from syncserver._pgstore import PostgresStore
+from syncserver.store import password_of, redact, scrub
 
 
 @pytest.mark.parametrize(

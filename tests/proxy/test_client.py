@@ -16,10 +16,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from peach import LocalExecutor
-from strabo.core.serving import free_port, serve
 from strabo.proxy import ProxyAdapter, ProxyRequest, ProxyRequestError, ProxyUnreachable
 from strabo.proxy._client import HttpxClient, LeanClient
 from syncserver import SyncServer
+from syncserver.serving import free_port, serve
 from tests.conftest import paper
 
 SIMPLE = paper("atomic-ucp.lsh")

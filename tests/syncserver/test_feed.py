@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from langshaw import ActionInstance
-from strabo.core.feed import Lagging, Subscriber, Tail
 from syncserver import Batch, Entry, SyncServer
+from syncserver.feed import Lagging, Subscriber, Tail
 from tests.conftest import SIMPLE_CREATE, load
 
 SIMPLE = load("atomic-ucp.lsh")
@@ -72,7 +72,7 @@ def test_one_batch_larger_than_the_bound_is_still_delivered() -> None:
 async def test_streams_catching_up_share_one_read_of_each_page() -> None:
     import asyncio
 
-    from strabo.core.feed import SharedReads
+    from syncserver.feed import SharedReads
 
     loads: list[tuple[int, int]] = []
     gate = asyncio.Event()
@@ -96,7 +96,7 @@ async def test_streams_catching_up_share_one_read_of_each_page() -> None:
 
 
 async def test_shared_pages_are_bounded() -> None:
-    from strabo.core.feed import SharedReads
+    from syncserver.feed import SharedReads
 
     async def load(after: int, until: int) -> list[Batch]:
         return [batch(seq) for seq in range(after + 1, until + 1)]

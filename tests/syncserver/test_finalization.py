@@ -9,8 +9,8 @@ import pytest
 
 from langshaw import ActionInstance
 from peach import ActionRejected, ExecutorError, FeasibleAction, PeachAdapter
-from strabo.core.store import MemoryStore
 from syncserver import SQLiteStore, SyncServer
+from syncserver.store import MemoryStore
 from tests.conftest import ORDER, PAYMENT_DATA, SIMPLE_CREATE, SIMPLE_CREATED, load
 from tests.harness import Harness, until
 

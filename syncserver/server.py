@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
-from strabo.core._pgstore import PostgresStore
-from strabo.core.batch import Batch
-from strabo.core.config import AgentConfig, Config, MASConfig
-from strabo.core.errors import Rejected, ServiceError
-from strabo.core.ledger import Attempt, Ledger, Receipt
-from strabo.core.store import MemoryStore, SQLiteStore, Store, is_url
+from syncserver._pgstore import PostgresStore
+from syncserver.batch import Batch
+from syncserver.config import AgentConfig, Config, MASConfig
+from syncserver.errors import Rejected, ServiceError
+from syncserver.ledger import Attempt, Ledger, Receipt
+from syncserver.store import MemoryStore, SQLiteStore, Store, is_url
 
 POLICIES = ("instant", "batched")
 
@@ -86,8 +86,8 @@ class SyncServer:
     ) -> SyncServer:
         """A server for one MAS built in code: ``agents`` maps a name to its roles
         (``"Role"`` or ``"Protocol:Role"``); tokens default to the agent names;
-        ``acts_for`` maps a name to its pins (strabo.core.acts_for)."""
-        from strabo.core.config import build_config
+        ``acts_for`` maps a name to its pins (syncserver.acts_for)."""
+        from syncserver.config import build_config
 
         pins = acts_for or {}
         data = {

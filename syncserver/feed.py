@@ -14,7 +14,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from strabo.core.batch import Batch
+from syncserver.batch import Batch
 
 
 class Lagging(Exception):

@@ -9,7 +9,7 @@ transaction holding it has committed.
 
 When several servers share the log (a ``SharedStore``: PostgreSQL), the same
 checks and numbering run inside the store's turn, which serializes them across
-the servers (``strabo.core._shared``).
+the servers (``syncserver._shared``).
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from langshaw import LangshawProtocol, SocialState, Violation
-from strabo.core._reading import LogReader
-from strabo.core._shared import SharedFinalizer
-from strabo.core.attempt import Attempt, Receipt, Rejection, same_attempt, same_instances
-from strabo.core.batch import Batch, Entry
-from strabo.core.errors import Rejected, ServiceError
-from strabo.core.feed import SharedReads, Subscriber, Tail
-from strabo.core.store import SharedStore, Store, StoreError
+from syncserver._reading import LogReader
+from syncserver._shared import SharedFinalizer
+from syncserver.attempt import Attempt, Receipt, Rejection, same_attempt, same_instances
+from syncserver.batch import Batch, Entry
+from syncserver.errors import Rejected, ServiceError
+from syncserver.feed import SharedReads, Subscriber, Tail
+from syncserver.store import SharedStore, Store, StoreError
 
 __all__ = ["Attempt", "Ledger", "Receipt", "Rejection"]
 
@@ -68,7 +68,7 @@ class Ledger(LogReader):
         self._pending: list[tuple[Batch, asyncio.Future[Batch]]] = []
         self._flush_scheduled = False
         self._writing: asyncio.Future[None] | None = None
-        self._rebuilding: asyncio.Future[None] | None = None
+        self.rebuilding: asyncio.Future[None] | None = None
         self._last_flush = 0.0
         self._window: list[tuple[Attempt, asyncio.Future[Receipt]]] = []
         self._window_task: asyncio.Task[None] | None = None
@@ -100,9 +100,9 @@ class Ledger(LogReader):
             await self._shared.close()
         if self._window_task is not None:
             await self._window_task
-        while self._writing is not None or self._pending or self._rebuilding is not None:
-            if self._rebuilding is not None:
-                await asyncio.gather(self._rebuilding, return_exceptions=True)
+        while self._writing is not None or self._pending or self.rebuilding is not None:
+            if self.rebuilding is not None:
+                await asyncio.gather(self.rebuilding, return_exceptions=True)
             elif self._writing is None:
                 self._writing = asyncio.ensure_future(self._flush())
             else:
@@ -118,8 +118,8 @@ class Ledger(LogReader):
     async def attempt(self, attempt: Attempt) -> Receipt:
         if self._closed:
             raise ServiceError(503, "shutting-down", "the server is shutting down")
-        while self._rebuilding is not None:
-            await asyncio.shield(self._rebuilding)
+        while self.rebuilding is not None:
+            await asyncio.shield(self.rebuilding)
         if self._shared is not None:
             return await self._shared.attempt(attempt)
         key = attempt.key
@@ -192,7 +192,7 @@ class Ledger(LogReader):
         Nothing here awaits: the batch numbered S is queued for its transaction
         before any later batch can be numbered, so batches are committed and
         published in the order of their numbers, whatever the caller awaits next."""
-        batch, receipts = self._number(attempts)
+        batch, receipts = self.number(attempts)
         committing = self._enqueue(batch)
         if committing is not None:
             for a, receipt in zip(attempts, receipts, strict=True):
@@ -200,7 +200,7 @@ class Ledger(LogReader):
                     self._in_flight[a.key] = (receipt, committing)
         return committing, receipts
 
-    def _number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]:
+    def number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]:
         """The accepted attempts as the next batch, and each one's receipt."""
         if len(attempts) == 1:  # instant policy: one attempt, one batch
             a = attempts[0]
@@ -220,11 +220,11 @@ class Ledger(LogReader):
     async def _close_window(self) -> None:
         """Batched finalization: wait for the window, then finalize what arrived."""
         await asyncio.sleep(self.window)
-        while self._rebuilding is not None:
-            await asyncio.shield(self._rebuilding)
+        while self.rebuilding is not None:
+            await asyncio.shield(self.rebuilding)
         attempts, self._window, self._window_task = self._window, [], None
         self._waiting = {}
-        checked = self._check_window(attempts)
+        checked = self.check_window(attempts)
         if checked is None:
             return
         accepted, rejected = checked
@@ -239,9 +239,9 @@ class Ledger(LogReader):
             else:
                 for (_, future), receipt in zip(accepted, receipts, strict=True):
                     future.set_result(receipt)
-        await self._answer_rejected(rejected)
+        await self.answer_rejected(rejected)
 
-    def _check_window(self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]) -> (
+    def check_window(self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]) -> (
         tuple[list[tuple[Attempt, asyncio.Future[Receipt]]], list[Rejection]] | None
     ):
         """Check a window's attempts one after the other, in priority order, each
@@ -263,11 +263,11 @@ class Ledger(LogReader):
             for _, future in attempts:
                 if not future.done():
                     future.set_exception(error)
-            self._begin_rebuild()  # the state may hold part of the window
+            self.begin_rebuild()  # the state may hold part of the window
             return None
         return accepted, rejected
 
-    async def _answer_rejected(self, rejected: list[Rejection]) -> None:
+    async def answer_rejected(self, rejected: list[Rejection]) -> None:
         """Answer rejected attempts: a resent finalized attempt gets its original
         receipt, any other its violation (explained with the values)."""
         for attempt, future, violation in rejected:
@@ -322,7 +322,7 @@ class Ledger(LogReader):
             self.store.synchronous_append
             and not self._pending
             and self._writing is None
-            and self._rebuilding is None
+            and self.rebuilding is None
             and loop.time() - self._last_flush > self.QUIET
         ):
             error = self._write_now([(batch, None)])
@@ -338,7 +338,7 @@ class Ledger(LogReader):
 
     def _start_flush(self) -> None:
         self._flush_scheduled = False
-        if self._writing is not None or self._rebuilding is not None or not self._pending:
+        if self._writing is not None or self.rebuilding is not None or not self._pending:
             return  # whoever is running takes what is pending when done
         if self.store.synchronous_append:
             pending, self._pending = self._pending, []
@@ -356,7 +356,7 @@ class Ledger(LogReader):
             self.store.append_now(self.mas, self.protocol, [b for b, _ in pending])  # type: ignore[attr-defined]
         except Exception as exc:
             error = self._failed(pending, exc)
-            self._begin_rebuild()
+            self.begin_rebuild()
             return error
         self._settle(pending)
         return None
@@ -364,19 +364,19 @@ class Ledger(LogReader):
     def _settle(self, pending: Sequence[tuple[Batch, asyncio.Future[Batch] | None]]) -> None:
         """The batches are committed: publish them and acknowledge their attempts."""
         for batch, future in pending:
-            self._committed(batch)
+            self.committed(batch)
             if future is not None and not future.done():
                 future.set_result(batch)
 
-    def _begin_rebuild(self) -> None:
+    def begin_rebuild(self) -> None:
         """A commit failed: the state holds attempts that were never recorded.
         Until it is rebuilt from the store, no attempt is checked or written."""
-        if self._rebuilding is None:
-            self._rebuilding = asyncio.ensure_future(self._rebuild())
-            self._rebuilding.add_done_callback(self._rebuilt)
+        if self.rebuilding is None:
+            self.rebuilding = asyncio.ensure_future(self._rebuild())
+            self.rebuilding.add_done_callback(self._rebuilt)
 
     def _rebuilt(self, future: asyncio.Future[None]) -> None:
-        self._rebuilding = None
+        self.rebuilding = None
         self.stale = future.cancelled() or future.exception() is not None
         if not future.cancelled() and future.exception() is not None:
             log.critical(
@@ -409,23 +409,23 @@ class Ledger(LogReader):
                     )
                 except Exception as exc:
                     self._failed(pending, exc)
-                    self._begin_rebuild()
+                    self.begin_rebuild()
                     return
                 self._settle(pending)
         finally:
             self._writing = None
 
-    def _follow(self, batch: Batch) -> bool:
+    def follow(self, batch: Batch) -> bool:
         """Apply and publish a batch another server committed (shared log); False
         if it is not the next one (an older one is skipped)."""
         if batch.seq != self.committed_seq + 1 or self._uncommitted:
             return False
         self.state.apply([e.instance for e in batch.entries])
         self.next_seq = batch.seq + 1
-        self._committed(batch)
+        self.committed(batch)
         return True
 
-    def _committed(self, batch: Batch) -> None:
+    def committed(self, batch: Batch) -> None:
         if batch.seq != self.committed_seq + 1:  # never: batches are queued in order
             log.critical(
                 "%s/%s: batch %d committed after %d",

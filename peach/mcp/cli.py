@@ -93,7 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    from peach.llm._cli import UsageError
+    from peach.llm.cli import UsageError
 
     logging.basicConfig(  # stderr: with stdio, stdout is the MCP channel
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -121,7 +121,7 @@ async def run_mcp(
     import signal
 
     from peach import ExecutorError, PeachAdapter, SyncExecutor
-    from peach.llm._cli import (
+    from peach.llm.cli import (
         UsageError,
         _agents,
         _roles,
@@ -129,7 +129,7 @@ async def run_mcp(
         embedded_server,
     )
     from peach.mcp.server import RoleServer
-    from strabo.core.serving import serve
+    from syncserver.serving import serve
 
     pairs = _roles(args)
     if len(pairs) != 1:

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from strabo.core.limits import Limits
+    from syncserver.limits import Limits
 from typing import Any
 
 DESCRIPTION = """\
@@ -111,11 +111,11 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from strabo.core.config import ConfigError, load_config
-    from strabo.core.server import SyncServer
-    from strabo.core.store import StoreError, redact
     from syncserver._guard import uvicorn_options
     from syncserver.app import create_app
+    from syncserver.config import ConfigError, load_config
+    from syncserver.server import SyncServer
+    from syncserver.store import StoreError, redact
 
     try:
         config = load_config(args.config)

@@ -1,6 +1,6 @@
 """Reading a ledger's log: pages of committed batches, and live subscriptions.
 
-Split from :mod:`strabo.core.ledger`, which checks, finalizes and commits: this
+Split from :mod:`syncserver.ledger`, which checks, finalizes and commits: this
 side only reads what was committed, from the newest batches kept in memory, the
 pages streams share, or the store, and follows new commits as they come.
 """
@@ -11,16 +11,16 @@ from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, overload
 
 from langshaw import LangshawProtocol
-from strabo.core.batch import Batch
-from strabo.core.feed import Lagging, SharedReads, Subscriber, Tail
+from syncserver.batch import Batch
+from syncserver.feed import Lagging, SharedReads, Subscriber, Tail
 
 if TYPE_CHECKING:
-    from strabo.core._shared import SharedFinalizer
-    from strabo.core.store import Store
+    from syncserver._shared import SharedFinalizer
+    from syncserver.store import Store
 
 
 class LogReader:
-    """The reading side of a :class:`~strabo.core.ledger.Ledger` (its base)."""
+    """The reading side of a :class:`~syncserver.ledger.Ledger` (its base)."""
 
     mas: str
     protocol: LangshawProtocol

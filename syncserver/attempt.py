@@ -1,7 +1,7 @@
 """An attempt on its way through finalization, and the receipt it gets.
 
 Shared by the ledger and the finalization over a shared log
-(``strabo.core._shared``), which both check that a resent attempt id carries
+(``syncserver._shared``), which both check that a resent attempt id carries
 the same instances as the first attempt under that id.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from langshaw import ActionInstance, Violation, json_equal
-from strabo.core.batch import Batch
-from strabo.core.errors import ServiceError
+from syncserver.batch import Batch
+from syncserver.errors import ServiceError
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ an acknowledged action survives ``kill -9``. Concurrent attempts share a
 transaction (group commit): the cost of a commit is paid once per batch of
 attempts, not once per action.
 
-Several SyncServers may share one log in PostgreSQL (``strabo.core._pgstore``):
+Several SyncServers may share one log in PostgreSQL (``syncserver._pgstore``):
 such a store is ``shared``, and the ledger then finalizes inside
 :meth:`SharedStore.turn`, which serializes finalization across the servers.
 """
@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from langshaw import ActionInstance, LangshawProtocol
-from strabo.core.batch import Batch, Entry
+from syncserver.batch import Batch, Entry
 
 log = logging.getLogger("strabo.syncserver")
 

@@ -5,7 +5,7 @@ makes it stale. So a ledger checks and numbers attempts only inside the store's
 turn (``SharedStore.turn``): the turn locks the ledger for every server, hands
 over the batches this replica missed, which are applied first, and commits the
 accepted batches with the next numbers. The checks, the sayso priority and the
-numbering are the ledger's own (``Ledger._check_window``, ``Ledger._number``):
+numbering are the ledger's own (``Ledger.check_window``, ``Ledger.number``):
 what changes here is only when they run, and how the batches reach the log.
 
 Attempts arriving while a turn runs wait for the next one and share it (group
@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from langshaw import LangshawProtocol, SocialState
-from strabo.core.attempt import Attempt, Receipt, Rejection, same_instances
-from strabo.core.batch import Batch
-from strabo.core.errors import ServiceError
-from strabo.core.store import SharedStore, StoreError
+from syncserver.attempt import Attempt, Receipt, Rejection, same_instances
+from syncserver.batch import Batch
+from syncserver.errors import ServiceError
+from syncserver.store import SharedStore, StoreError
 
 log = logging.getLogger("strabo.syncserver")
 
@@ -37,7 +37,7 @@ Pending = list[tuple[Attempt, "asyncio.Future[Receipt]"]]
 
 
 class Ledger(Protocol):
-    """What of the ledger (``strabo.core.ledger``) finalization over a shared log
+    """What of the ledger (``syncserver.ledger``) finalization over a shared log
     uses: its checks and numbering, and how it applies and publishes batches."""
 
     mas: str
@@ -47,19 +47,19 @@ class Ledger(Protocol):
     state: SocialState
     committed_seq: int
     stale: bool
-    _rebuilding: asyncio.Future[None] | None
+    rebuilding: asyncio.Future[None] | None
 
-    def _check_window(self, attempts: Pending) -> tuple[Pending, list[Rejection]] | None: ...
+    def check_window(self, attempts: Pending) -> tuple[Pending, list[Rejection]] | None: ...
 
-    def _number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]: ...
+    def number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]: ...
 
-    def _follow(self, batch: Batch) -> bool: ...
+    def follow(self, batch: Batch) -> bool: ...
 
-    def _committed(self, batch: Batch) -> None: ...
+    def committed(self, batch: Batch) -> None: ...
 
-    async def _answer_rejected(self, rejected: list[Rejection]) -> None: ...
+    async def answer_rejected(self, rejected: list[Rejection]) -> None: ...
 
-    def _begin_rebuild(self) -> None: ...
+    def begin_rebuild(self) -> None: ...
 
 
 #: Batches read at a time when following other servers' commits.
@@ -130,16 +130,16 @@ class SharedFinalizer:
                         future.set_exception(error)
                 return
             rejected = await self._finalize(work)
-        await ledger._answer_rejected(rejected)
+        await ledger.answer_rejected(rejected)
 
     async def _rebuilt(self) -> bool:
         """Wait for a rebuild of the state under way, or start one if the last
         failed; False if the state still cannot be trusted."""
         ledger = self.ledger
-        if ledger.stale and ledger._rebuilding is None:
-            ledger._begin_rebuild()
-        while ledger._rebuilding is not None:
-            await asyncio.shield(ledger._rebuilding)
+        if ledger.stale and ledger.rebuilding is None:
+            ledger.begin_rebuild()
+        while ledger.rebuilding is not None:
+            await asyncio.shield(ledger.rebuilding)
         return not ledger.stale
 
     async def _finalize(
@@ -155,17 +155,17 @@ class SharedFinalizer:
         try:
             async with self.store.turn(ledger.mas, ledger.protocol, ledger.committed_seq) as turn:
                 for batch in turn.missed:
-                    if not ledger._follow(batch):
+                    if not ledger.follow(batch):
                         raise StoreError(
                             f"batch {batch.seq} does not follow {ledger.committed_seq}"
                         )
                 if ledger.policy == "batched":
-                    checked = ledger._check_window(work)
+                    checked = ledger.check_window(work)
                     if checked is None:  # a bug; every attempt was answered with it
                         return []
                     accepted, rejected = checked
                     if accepted:
-                        batch, receipts = ledger._number([a for a, _ in accepted])
+                        batch, receipts = ledger.number([a for a, _ in accepted])
                         batches.append(batch)
                         settled = [(f, r) for (_, f), r in zip(accepted, receipts, strict=True)]
                 elif not self._check_each(work, batches, settled, rejected):
@@ -180,10 +180,10 @@ class SharedFinalizer:
                 if not future.done():
                     future.set_exception(error)
             if batches:
-                ledger._begin_rebuild()  # the state holds attempts that were not recorded
+                ledger.begin_rebuild()  # the state holds attempts that were not recorded
             return []
         for batch in batches:
-            ledger._committed(batch)
+            ledger.committed(batch)
         for future, receipt in settled:
             if not future.done():
                 future.set_result(receipt)
@@ -205,7 +205,7 @@ class SharedFinalizer:
                 if violation is not None:
                     rejected.append((attempt, future, violation))
                     continue
-                batch, [receipt] = ledger._number([attempt])
+                batch, [receipt] = ledger.number([attempt])
                 batches.append(batch)
                 settled.append((future, receipt))
         except Exception as exc:
@@ -215,7 +215,7 @@ class SharedFinalizer:
                 if not future.done():
                     future.set_exception(error)
             batches.clear()
-            ledger._begin_rebuild()  # the state may hold some of them
+            ledger.begin_rebuild()  # the state may hold some of them
             return False
         return True
 
@@ -226,9 +226,9 @@ class SharedFinalizer:
         self._known = max(self._known, seq)
         behind = self._known > self.ledger.committed_seq
         if behind and self._following is None and not self._closed:
-            self._following = asyncio.ensure_future(self._follow())
+            self._following = asyncio.ensure_future(self.follow())
 
-    async def _follow(self) -> None:
+    async def follow(self) -> None:
         ledger = self.ledger
         try:
             while self._known > ledger.committed_seq and not self._closed:
@@ -240,7 +240,7 @@ class SharedFinalizer:
                         break
                     until = min(self._known, start + _PAGE)
                     batches = await self.store.read(ledger.mas, ledger.protocol, start, until)
-                    if not any([ledger._follow(b) for b in batches]):
+                    if not any([ledger.follow(b) for b in batches]):
                         log.warning(
                             "%s/%s: told of batch %d, the log has nothing after %d",
                             ledger.mas,

@@ -31,8 +31,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langshaw import LangshawProtocol
-from strabo.core.batch import Batch
-from strabo.core.store import (
+from syncserver.batch import Batch
+from syncserver.store import (
     SharedStore,
     StoreError,
     Turn,
@@ -42,7 +42,7 @@ from strabo.core.store import (
     rows_of,
     scrub,
 )
-from strabo.core.store import batches_of as _batches_of
+from syncserver.store import batches_of as _batches_of
 
 if TYPE_CHECKING:
     import asyncpg

@@ -7,9 +7,28 @@ reasons for the same mistakes.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langshaw import Violation
+
+
+def error_json(code: str, message: str, **details: Any) -> dict[str, Any]:
+    """The body of every error the SyncServer gives: an HTTP answer, a channel's
+    answer, a stream's last event, a connection the guard closes."""
+    return {"error": {"code": code, "message": message, **details}}
+
+
+def error_bytes(code: str, message: str, **details: Any) -> bytes:
+    """:func:`error_json`, encoded (compact JSON)."""
+    return json.dumps(
+        error_json(code, message, **details), separators=(",", ":"), allow_nan=False
+    ).encode()
+
+
+def internal(exc: BaseException) -> dict[str, Any]:
+    """What a client is told of an unexpected failure (the log has the rest)."""
+    return error_json("internal", f"internal error: {type(exc).__name__}")
 
 # Which HTTP status each rule of langshaw.semantics maps to.
 RULE_STATUS = {
@@ -40,7 +59,7 @@ class ServiceError(Exception):
         self.details = details
 
     def to_json(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, **self.details}}
+        return error_json(self.code, self.message, **self.details)
 
 
 class Rejected(ServiceError):

@@ -12,7 +12,7 @@ protocols = ["../protocols/purchase.lsh"]   # relative to this file, or a bundle
 roles = ["Buyer"]                # or "Purchase:Buyer" when several protocols share a role name
 token_env = "BUYER_TOKEN"        # or token = "..."
 url = "http://127.0.0.1:8401"    # peer to peer only: where this agent listens
-acts_for = { "RFQ.buyer" = "ann" } # optional: bindings it is held to (strabo.core.acts_for)
+acts_for = { "RFQ.buyer" = "ann" } # optional: bindings it is held to (syncserver.acts_for)
 ```
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from langshaw import LangshawError, LangshawProtocol
-from strabo.core.acts_for import ActsFor
-from strabo.core.limits import NAMES as LIMIT_NAMES
-from strabo.core.limits import Limits, limits_from
+from syncserver.acts_for import ActsFor
+from syncserver.limits import NAMES as LIMIT_NAMES
+from syncserver.limits import Limits, limits_from
 
 
 class ConfigError(Exception):
@@ -195,7 +195,7 @@ def _protocols(value: Any, base: Path, where: str, problem: Any) -> dict[str, La
 def _protocol_file(base: Path, item: str) -> Path:
     """A path relative to the configuration, or the name of a bundled protocol
     (``"purchase"``) when no such file exists."""
-    from strabo.bundled import find
+    from syncserver.bundled import find
 
     found = find(item, base)
     return found if found is not None else base / item  # reported as unreadable

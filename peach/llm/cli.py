@@ -238,7 +238,7 @@ async def run_agent(
             adapter.listeners.append(_printer(name))
         if args.inspect_port is not None:
             from peach.inspection import inspection_app
-            from strabo import serve
+            from syncserver.serving import serve
 
             try:
                 where = await stack.enter_async_context(
@@ -296,9 +296,9 @@ async def embedded_server(
     closes); print its URL and the other agents' tokens. Returns the URL and a
     LocalExecutor for the agent ``name``."""
     from peach import LocalExecutor
-    from strabo import serve
-    from strabo.core.config import ConfigError
     from syncserver import SyncServer, create_app, uvicorn_options
+    from syncserver.config import ConfigError
+    from syncserver.serving import serve
 
     try:
         server = SyncServer.embedded(
@@ -435,6 +435,6 @@ def _printer(name: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
 
 def _protocol_file(name: str) -> Path | None:
     """A protocol file as given, or the bundled protocol of that name."""
-    from strabo.bundled import find
+    from syncserver.bundled import find
 
     return find(name)
