@@ -7,6 +7,9 @@ runs (default 5) of ``langshaw.verify.verify``, traces included. ``--full`` adds
 the unreduced exploration (every interleaving and state, same cap) to show
 what the reduction saves.
 
+Then protocols whose trace searches grow exponentially (``chain(n)`` of
+tests/langshaw/test_verify.py): the searches must stop at their deadline.
+
 Then ``--random N`` (default 100; 0 skips it) random protocols of 8 to 10
 actions, two or three roles (the generator of tests/langshaw/randproto.py),
 each verified once under both semantics: the slowest, how many took over 5 s
@@ -107,6 +110,25 @@ def random_protocols(count: int, seed: int) -> bool:
     return not over and all(r[0] <= TRACES for r in ratios)
 
 
+def chains() -> bool:
+    """Protocols whose trace searches grow as 2^n (a role's step may take any set
+    of the n deliveries in flight): the deadline must still hold."""
+    from tests.langshaw.test_verify import chain
+
+    print("\nchains (B's step may take any of 2^n sets of deliveries), decentralized:")
+    held = True
+    for n in (12, 16, 20):
+        report = verify(LangshawProtocol.parse(chain(n)), semantics="decentralized")
+        explore = report.seconds - report.trace_seconds
+        bound = max(0.5, explore) + 0.25  # the deadline, and shortening the fallback
+        held &= report.trace_seconds <= bound
+        print(
+            f"  n={n}: exploring {explore:.3f} s, traces {report.trace_seconds:.2f} s "
+            f"(deadline {max(0.5, explore):.2f} s), shortest: {report.shortest}"
+        )
+    return held
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -115,7 +137,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     shipped(args.runs, args.full)
+    held = chains()
     if args.random and not random_protocols(args.random, args.seed):
+        sys.exit(1)
+    if not held:
         sys.exit(1)
 
 

@@ -72,6 +72,12 @@ class Search:
         """Enter the current state: its verdict if known or a deadlock, else
         None with a frame (key, moves, next move, good so far) pushed."""
         model = self.model
+        if model.kinds:
+            # A path to each kind of conflict, kept when the kind is first met:
+            # two orders of a race reach one state, each breaking its own rule.
+            for kind in model.kinds:
+                if kind not in self.witnesses:
+                    self.witnesses[kind] = tuple(self._path)
         key = model.key()
         known = self.good.get(key)
         if known is not None:
@@ -82,10 +88,7 @@ class Search:
         moves = model.reduced() if self.reduce else model.moves()
         if not moves:
             end = self.ends[key] = model.end()
-            if end.bad:
-                for kind in model.kinds:
-                    self.witnesses.setdefault(kind, tuple(self._path))
-            elif not end.complete and self.stuck_witness is None:
+            if not (end.bad or end.complete) and self.stuck_witness is None:
                 self.stuck_witness = tuple(self._path)
             good = self.good[key] = end.complete or end.bad  # nothing past a conflict
             return good

@@ -46,25 +46,39 @@ def stuck_trace(
     model = search.model
     peers = isinstance(model, PeerModel)
     below = _below([k for t in targets for k in model.images(t)], peers)
-    counter = itertools.count()
     search.reset()
     # (cost, tie, state key or None for a finished answer, path)
     heap: list[tuple[tuple[int, int], int, Hashable | None, tuple[Move, ...]]] = [
-        ((0, 0), next(counter), model.key(), ())
+        ((0, 0), 0, model.key(), ())
     ]
+    try:
+        return _stuck_search(search, model, peers, below, heap, deadline), True
+    except _Expired:
+        assert search.stuck_witness is not None
+        return shorten(search, search.stuck_witness, lambda: _stuck(search)), False
+
+
+def _stuck_search(
+    search: Search,
+    model: Any,
+    peers: bool,
+    below: Callable[[Hashable], bool],
+    heap: list[tuple[tuple[int, int], int, Hashable | None, tuple[Move, ...]]],
+    deadline: float | None,
+) -> tuple[Move, ...]:
+    counter = itertools.count(len(heap))
     done: set[Hashable] = set()
     known: dict[tuple[str, int, Hashable], list[Move]] = {}
-    pops = 0
+    first = True
     while True:
-        pops += 1
         if not heap:
             raise AssertionError("a stuck deadlock was reachable")
-        if deadline is not None and pops % 64 == 1 and time.perf_counter() > deadline:
-            assert search.stuck_witness is not None
-            return shorten(search, search.stuck_witness, lambda: _stuck(search)), False
+        if not first:  # the start is looked at even out of time: it may be the answer
+            _in_time(deadline)
+        first = False
         cost, _, key, path = heapq.heappop(heap)
         if key is None:
-            return path, True  # nothing cheaper is left in the heap
+            return path  # nothing cheaper is left in the heap
         if key in done:
             continue
         done.add(key)
@@ -73,7 +87,7 @@ def stuck_trace(
             continue  # a conflict ends the enactment: never stuck
         if not peers:
             if not search.good_here():
-                return path, True
+                return path
             for move in model.moves():
                 model.do(move)
                 following = model.key()
@@ -83,13 +97,13 @@ def stuck_trace(
                     heapq.heappush(heap, entry)
             continue
         assert isinstance(model, PeerModel)
-        ending = _stuck_ending(search, model)
+        ending = _stuck_ending(search, model, deadline)
         if ending is not None:
             answer = (cost[0], cost[1] + len(ending))
             heapq.heappush(heap, (answer, next(counter), None, (*path, *ending)))
             continue  # any step more performs more: no better
         for role in model.protocol.roles:
-            for gets, move in _minimal_steps(model, role, known):
+            for gets, move in _minimal_steps(model, role, known, deadline):
                 reached, _ = _try(model, gets, move)
                 if reached in done or not below(reached):
                     continue
@@ -122,19 +136,33 @@ def first_violations(
     # A kind's path is kept when the unsafe step is generated: states after one
     # are told apart only by whether it happened, not by what it broke.
     found: dict[Hashable, tuple[tuple[int, int], tuple[Move, ...]]] = {}
-    counter = itertools.count()
     search.reset()
     # (rank, tie, cost, state key, path): rank is the cost with the bound added
     heap: list[tuple[tuple[int, int], int, tuple[int, int], Hashable, tuple[Move, ...]]] = [
-        ((needed(set()), 0), next(counter), (0, 0), model.key(), ())
+        ((needed(set()), 0), 0, (0, 0), model.key(), ())
     ]
+    try:
+        _conflict_search(search, model, wanted, needed, found, heap, deadline)
+    except _Expired:
+        return _fallback(search, wanted, found), False
+    return {name: trace for name, (_, trace) in found.items()}, True
+
+
+def _conflict_search(
+    search: Search,
+    model: PeerModel,
+    wanted: frozenset[tuple[str, ...]],
+    needed: Callable[[set[str]], int],
+    found: dict[Hashable, tuple[tuple[int, int], tuple[Move, ...]]],
+    heap: list[tuple[tuple[int, int], int, tuple[int, int], Hashable, tuple[Move, ...]]],
+    deadline: float | None,
+) -> None:
+    """first_violations' search; it fills ``found``."""
+    counter = itertools.count(len(heap))
     done: set[Hashable] = set()
     known: dict[tuple[str, int, Hashable], list[Move]] = {}
-    for pops in itertools.count():
-        if not heap:
-            break
-        if deadline is not None and pops % 64 == 0 and time.perf_counter() > deadline:
-            return _fallback(search, wanted, found), False
+    while heap:
+        _in_time(deadline)
         rank, _, cost, key, path = heapq.heappop(heap)
         if wanted <= found.keys() and all(best <= rank for best, _ in found.values()):
             break  # every path from here on costs at least that: none can be shorter
@@ -144,7 +172,7 @@ def first_violations(
         search.load(path)
         occurred = {name for name, _ in model.occurred}
         for role in model.protocol.roles:
-            for gets, move in _minimal_steps(model, role, known):
+            for gets, move in _minimal_steps(model, role, known, deadline):
                 longer = (cost[0] + 1, cost[1] + len(gets))
                 following, broken = _try(model, gets, move)
                 if broken:
@@ -162,7 +190,6 @@ def first_violations(
                     (*path, *gets, move),
                 )
                 heapq.heappush(heap, entry)
-    return {name: trace for name, (_, trace) in found.items()}, True
 
 
 def _fallback(
@@ -172,12 +199,14 @@ def _fallback(
 ) -> dict[Hashable, tuple[Move, ...]]:
     paths: dict[Hashable, tuple[Move, ...]] = {}
     for name in wanted:
-        witness = shorten(search, search.witnesses[name], functools.partial(_breaks, search, name))
         best = found.get(name)
-        if best is not None and best[0] <= _cost(witness):
+        witness = search.witnesses.get(name)
+        if witness is not None:
+            witness = shorten(search, witness, functools.partial(_breaks, search, name))
+            if best is None or _cost(witness) < best[0]:
+                best = (_cost(witness), witness)
+        if best is not None:
             paths[name] = best[1]
-        else:
-            paths[name] = witness
     return paths
 
 
@@ -194,6 +223,16 @@ def _breaks(search: Search, name: Hashable) -> bool:
 
 def _stuck(search: Search) -> bool:
     return not search.model.violations() and not search.good_here()
+
+
+class _Expired(Exception):
+    """A search ran past its deadline (raised from within a step, too: one step
+    may try many sets of deliveries)."""
+
+
+def _in_time(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise _Expired
 
 
 def shorten(
@@ -263,7 +302,9 @@ def _try(
     return model.after(gets, move)
 
 
-def _stuck_ending(search: Search, model: PeerModel) -> tuple[Move, ...] | None:
+def _stuck_ending(
+    search: Search, model: PeerModel, deadline: float | None = None
+) -> tuple[Move, ...] | None:
     """The fewest pending deliveries after which the current state cannot
     complete, or None when even all of them leave it able to."""
     pending = [
@@ -281,6 +322,7 @@ def _stuck_ending(search: Search, model: PeerModel) -> tuple[Move, ...] | None:
         return None
     for size in range(len(pending) + 1):
         for ending in itertools.combinations(pending, size):
+            _in_time(deadline)
             for move in ending:
                 model.do(move)
             stuck = not search.good_here()
@@ -292,7 +334,10 @@ def _stuck_ending(search: Search, model: PeerModel) -> tuple[Move, ...] | None:
 
 
 def _minimal_steps(
-    model: PeerModel, role: str, known: dict[tuple[str, int, Hashable], list[Move]]
+    model: PeerModel,
+    role: str,
+    known: dict[tuple[str, int, Hashable], list[Move]],
+    deadline: float | None = None,
 ) -> list[tuple[tuple[Move, ...], Move]]:
     """What ``role`` may perform next, each with a minimal set of deliveries.
 
@@ -305,8 +350,12 @@ def _minimal_steps(
     used = model.used()
     minimal: dict[int, list[frozenset[int]]] = {}
     steps: list[tuple[tuple[Move, ...], Move]] = []
+    tried = 0
     for size in range(len(inflight) + 1):
         for gets in itertools.combinations(inflight, size):
+            tried += 1
+            if tried % 64 == 0:  # 2^n sets of deliveries: a step can take long
+                _in_time(deadline)
             given = frozenset(g.ident for g in gets)
             mask = held
             for ident in given:

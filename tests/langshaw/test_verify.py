@@ -663,3 +663,54 @@ def test_the_command_line_and_the_api_share_one_default_cap() -> None:
     parser = argparse.ArgumentParser()
     configure(parser)
     assert parser.parse_args(["x.lsh"]).max_states == verify_module.MAX_STATES
+
+
+RACE = """Race
+who A, B
+what id key, X or Y
+do
+  A: X(id, z)
+  B: Y(id, z)
+sayso
+  A > B: z
+"""
+
+
+def test_out_of_time_both_orders_of_a_race_have_traces(no_time: None) -> None:
+    # Both orders reach one state, each breaking its own rule: the exploration
+    # keeps a path to each kind where it first meets it, not only at new states.
+    protocol = LangshawProtocol.parse(RACE)
+    report = verify(protocol, semantics="decentralized")
+    assert not report.shortest
+    kinds = {(c.rule, c.actions, c.attribute) for c in report.conflicts}
+    assert kinds == {("bound", ("X",), "z"), ("bound", ("Y",), "z")}
+    for conflict in report.conflicts:
+        replay_conflict(protocol, conflict)
+
+
+def chain(n: int) -> str:
+    """A's n steps, each needing the last; B's Y needs them all, and A's Cancel
+    after the last must not come before Y: B's steps may take any of 2^n sets
+    of deliveries."""
+    steps = ["  A: D0(id)"] + [f"  A: D{i}(id, D{i - 1})" for i in range(1, n)]
+    needs = ", ".join(f"D{i}" for i in range(n))
+    return (
+        "ChainN\nwho A, B\nwhat id key, Y or Cancel\ndo\n" + "\n".join(steps)
+        + f"\n  A: Cancel(id, D{n - 1})\n  B: Y(id, {needs})\nnogo\n  Cancel -/> Y\n"
+    )
+
+
+def test_the_deadline_reaches_inside_a_step_of_the_trace_search() -> None:
+    from langshaw._vtraces import _Expired, _minimal_steps
+
+    model = PeerModel(_abstract(LangshawProtocol.parse(chain(8))), 2)
+    search = Search(model, reduce=True, max_states=1000)
+    search.reset()
+    for _ in range(8):  # A performs D0 .. D7: eight deliveries in flight to B
+        [move] = [m for m in model.moves() if m.kind == "do" and m.role == "A"
+                  and m.instance.name.startswith("D")]
+        model.do(move)
+    assert len(model.inflight("B")) == 8
+    assert _minimal_steps(model, "B", {})  # in time: B may perform Y
+    with pytest.raises(_Expired):
+        _minimal_steps(model, "B", {}, deadline=0.0)
