@@ -184,7 +184,7 @@ async def model_options(name: str, args: argparse.Namespace) -> AsyncIterator[di
     """How the agent reaches its model: the scripted server (--recorded), or a
     client the agent makes itself for the provider and base URL."""
     if args.recorded:
-        from tests.llm.fake import FakeModel, load
+        from tests.peach.llm.fake import FakeModel, load
 
         async with FakeModel(load(name), args.provider).serving() as fake:
             yield {"client": fake.client()}

@@ -23,10 +23,16 @@ from peach.errors import ExecutorError, LogGapError
 from peach.view import View, signature
 from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch
+from syncserver.retry import Backoff
 
 log = logging.getLogger("strabo.peach")
 
 _PAGE = 1000
+
+# The waits (syncserver.retry): before resending an attempt (with its id), and
+# before reconnecting a feed's stream.
+RESEND = Backoff(0.1, 5.0)
+RECONNECT = Backoff(0.05, 5.0)
 
 
 class Member(Protocol):
@@ -161,12 +167,12 @@ class _Feed:
     async def _run(self) -> None:
         """Follow the live stream; on a failure reconnect from the last applied
         batch, but stop on a gap in the log (reconnecting would meet it again)."""
-        delay = 0.05
+        failures = 0
         while self.adapters:
             try:
                 async for batch in self.executor._stream(self.adapters[0], self.applied):
                     self.connected.set()
-                    delay = 0.05
+                    failures = 0
                     await self.deliver(batch)
                 self.connected.clear()
             except asyncio.CancelledError:
@@ -180,8 +186,9 @@ class _Feed:
                 log.warning(
                     "event stream of %s interrupted (%s); reconnecting", self.protocol.name, exc
                 )
-            await asyncio.sleep(delay)  # back-off between reconnections, not a race fix
-            delay = min(delay * 2, 5.0)
+            failures += 1
+            # back-off between reconnections, not a race fix
+            await asyncio.sleep(RECONNECT.delay(failures))
 
 
 class Executor:
@@ -284,7 +291,6 @@ class Executor:
     ) -> list[ActionInstance]:
         self._started(adapter)
         attempt_id = f"{self._attempt_prefix}{next(self._attempt_count)}"
-        delay = 0.1
         for tries in range(self.retries + 1):
             try:
                 batch, mine = await self._send(adapter, instances, attempt_id)
@@ -293,8 +299,7 @@ class Executor:
                 if not exc.retryable or tries == self.retries:
                     raise
                 log.warning("attempt %s failed (%s); retrying with the same id", attempt_id, exc)
-            await asyncio.sleep(delay)  # back-off before resending, not a race fix
-            delay *= 2
+            await asyncio.sleep(RESEND.delay(tries + 1))  # back-off, not a race fix
         feed = self._feeds.get(adapter.protocol.name)
         if feed is not None:
             await feed.deliver(batch)

@@ -34,10 +34,10 @@ from peach.executor import Executor, Member
 from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch, Entry
 from syncserver.http1 import Client, Response, TransportError
+from syncserver.retry import RETRY_STATUS
 
 log = logging.getLogger("strabo.peach")
 
-_RETRY_STATUS = {502, 503, 504}
 
 
 def parse_batch(protocol: LangshawProtocol, data: Mapping[str, Any]) -> Batch:
@@ -57,8 +57,9 @@ class SyncExecutor(Executor):
     """Connects adapters to the SyncServer at ``url`` as the agent ``token`` names.
 
     ``retries`` bounds how often an attempt is resent after a connection error, a
-    timeout or a 502/503/504 (always with the same attempt id, which the server
-    recognizes, so a resent attempt is never finalized twice). ``channel=False``
+    timeout or an answer a retry may fix (``syncserver.retry``; always with the
+    same attempt id, which the server recognizes, so a resent attempt is never
+    finalized twice). ``channel=False``
     keeps to plain HTTP (POSTed attempts, ``.../events``) even where the server
     offers channels; with a ``transport`` (httpx) it always does.
     """
@@ -312,7 +313,7 @@ def _error(response: Response, context: str) -> ExecutorError:
         f"{context}: {response.status} {message}",
         status=response.status,
         code=error.get("code"),
-        retryable=response.status in _RETRY_STATUS,
+        retryable=response.status in RETRY_STATUS,
     )
 
 

@@ -17,8 +17,9 @@ from strabo.proxy.errors import (
     ProxyUnreachable,
     RouteError,
 )
-from strabo.proxy.policy import RETRY_STATUS, FailureFunction, RetryPolicy
+from strabo.proxy.policy import FailureFunction, RetryPolicy
 from strabo.proxy.routes import Route
+from syncserver.retry import RETRY_STATUS
 
 __all__ = [
     "RETRY_STATUS",

@@ -54,7 +54,6 @@ from strabo.proxy.errors import (
     http_error,
 )
 from strabo.proxy.policy import (
-    RETRY_STATUS,
     FailureFunction,
     RetryPolicy,
     check_timeout,
@@ -62,6 +61,7 @@ from strabo.proxy.policy import (
     retry_after,
 )
 from strabo.proxy.routes import Route, failure_data, parse_route
+from syncserver.retry import RETRY_STATUS
 
 log = logging.getLogger("strabo.proxy")
 

@@ -1,9 +1,10 @@
 """The failure policy of a route: how long to insist, and what to say when it fails.
 
 A request that fails in a way a retry may fix (no answer, a timeout, 408, 429 or
-a 5xx) is sent again under the **same idempotency key**, with exponential
-back-off, ``Retry-After`` honoured up to ``max_delay``, at most ``retries``
-times and never starting a try after ``budget`` seconds. Both bounds matter: a
+a 5xx: ``syncserver.retry``) is sent again under the **same idempotency key**,
+with exponential back-off and jitter (``syncserver.retry.Backoff``),
+``Retry-After`` honoured up to ``max_delay``, at most ``retries`` times and
+never starting a try after ``budget`` seconds. Both bounds matter: a
 merchant that keeps failing must turn into an answer (a failure action, or an
 ``on_error`` call) in bounded time, or the agents waiting for it hang.
 
@@ -25,10 +26,7 @@ from typing import Any
 from langshaw import ActionInstance, LangshawProtocol
 from strabo.proxy._client import Answer
 from strabo.proxy.errors import ProxyError, RouteError
-
-# Answers a retry may fix. 501 (not implemented) and the 4xx other than 408 and
-# 429 mean the request itself is refused: sending it again changes nothing.
-RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+from syncserver.retry import Backoff
 
 FailureFunction = Callable[[ProxyError, ActionInstance], Mapping[str, Any] | None]
 """``fn(error, trigger) -> bindings`` of the failure action, or None for none
@@ -40,7 +38,8 @@ class RetryPolicy:
     """How a route insists before it gives up.
 
     ``retries``: resends after the first try (0: no retry). ``backoff``: the first
-    delay in seconds, doubled at each retry and capped at ``max_delay``.
+    delay in seconds, doubled at each retry and capped at ``max_delay``, less up
+    to a quarter at random (``syncserver.retry.Backoff``).
     ``max_delay``: the longest single wait; a ``Retry-After`` asking for longer
     ends the retries at once (waiting less would only earn another 429).
     ``budget``: no try starts more than this many seconds after the first, so a
@@ -69,7 +68,7 @@ class RetryPolicy:
             return 0.0, "retries exhausted" if self.retries else "retries disabled"
         if retry_after is not None and retry_after > self.max_delay:
             return 0.0, f"Retry-After {retry_after:g} s exceeds max_delay {self.max_delay:g} s"
-        delay = min(self.backoff * 2 ** (attempt - 1), self.max_delay)
+        delay = Backoff(self.backoff, self.max_delay).delay(attempt)
         if retry_after is not None:
             delay = max(delay, retry_after)
         if elapsed + delay > self.budget:

@@ -36,6 +36,7 @@ from peach.peer.transport import Transport, Unreachable
 from peach.view import signature
 from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch
+from syncserver.retry import Backoff
 
 log = logging.getLogger("strabo.peach.peer")
 
@@ -299,7 +300,8 @@ class PeerExecutor(Executor):
         self._senders[peer] = asyncio.create_task(self._send_loop(peer), name=f"to {peer}")
 
     async def _send_loop(self, peer: str) -> None:
-        delay = self.retry_initial
+        backoff = Backoff(self.retry_initial, self.retry_max)
+        failures = 0
         wake = self._wake[peer]
         while True:
             if not self._outbox[peer]:
@@ -308,13 +310,13 @@ class PeerExecutor(Executor):
                 continue
             done = await self._round(peer)
             if done:
-                delay = self.retry_initial
+                failures = 0
                 continue
             # Back off before sending again; new messages wake the loop sooner.
+            failures += 1
             wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), delay)
-            delay = min(delay * 2, self.retry_max)
+                await asyncio.wait_for(wake.wait(), backoff.delay(failures))
 
     async def _round(self, peer: str) -> bool:
         """Send what ``peer`` has not acknowledged (up to a request's worth); True

@@ -6,7 +6,7 @@ in plain words, and judges the run by what was finalized, not by what the model
 said. The finalized log is also replayed through the protocol semantics from
 scratch, so a protocol violation that got through would be counted.
 
-The tests (tests/llm) run these scenarios against a scripted model on loopback,
+The tests (tests/peach/llm) run these scenarios against a scripted model on loopback,
 in both providers' wire formats; ``bench/llm_eval.py`` runs them against a real
 model (any provider of :data:`peach.llm.PROVIDERS`), or against
 ``samples/llm/fake_openai.py``.

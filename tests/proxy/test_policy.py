@@ -208,13 +208,14 @@ def test_a_bad_default_policy_fails_at_construction_and_when_set() -> None:
 
 async def test_retries_stop_when_the_budget_is_spent(service: tuple[Scripted, str]) -> None:
     script, url = service  # 503 for ever
-    mas = MAS(SIMPLE, url, retries=50, backoff=0.3, retry_budget=0.85)
+    mas = MAS(SIMPLE, url, retries=50, backoff=0.3, retry_budget=0.6)
     mas.proxy.route("Create->>Created", "POST-/c", failure="Failed")
     async with mas.server, mas.proxy, mas.platform:
         await create(mas)
         failed = await mas.wait_for("Failed")
-    # Tries at 0 s and after 0.3 s; the next would wait 0.6 s more, past the budget
-    # (whatever the machine's speed: the second try starts 0.3 s at least after the first).
+    # Waits are 0.3 s then 0.6 s, less up to a quarter (jitter): the second try
+    # starts within the budget (the first answer takes under 0.3 s), the third
+    # would start 0.225 + 0.45 s at least after the first, past it.
     assert len(script.requests) == 2 and len(script.keys()) == 1
     assert failed["reason"] == {"status": 503, "code": None, "message": "Service Unavailable"}
 
