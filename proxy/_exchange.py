@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from langshaw import ActionInstance
-from strabo.proxy._client import Answer
 from strabo.proxy.errors import ProxyError
 from strabo.proxy.routes import Route
+from syncserver.client import Answer
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ import httpx
 
 from langshaw import ActionInstance, LangshawProtocol
 from peach import ActionRejected, BindError, Executor, FeasibleAction, PeachAdapter
-from strabo.proxy._client import Client, NoAnswer, Unsendable, open_client
 from strabo.proxy._exchange import (
     ErrorHandler,
     HeaderHook,
@@ -61,6 +60,7 @@ from strabo.proxy.policy import (
     retry_after,
 )
 from strabo.proxy.routes import Route, failure_data, parse_route
+from syncserver.client import Client, NoAnswer, Unsendable, open_client
 from syncserver.retry import RETRY_STATUS
 
 log = logging.getLogger("strabo.proxy")

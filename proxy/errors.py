@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strabo.proxy._client import Answer
+from syncserver.client import Answer
 
 
 class RouteError(ValueError):

@@ -24,8 +24,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol
-from strabo.proxy._client import Answer
 from strabo.proxy.errors import ProxyError, RouteError
+from syncserver.client import Answer
 from syncserver.retry import Backoff
 
 FailureFunction = Callable[[ProxyError, ActionInstance], Mapping[str, Any] | None]

@@ -380,10 +380,12 @@ class Client:
         json_body: Any = None,
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        content: bytes | None = None,
     ) -> Response:
         """Send one request and read its whole response; ``headers`` go with this
-        request only (over the client's own of the same name)."""
-        payload = None
+        request only (over the client's own of the same name). The body is
+        ``json_body`` encoded, or ``content``, JSON already."""
+        payload = content
         if json_body is not None:
             try:
                 payload = json.dumps(json_body, separators=(",", ":"), allow_nan=False).encode()

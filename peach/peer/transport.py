@@ -3,7 +3,8 @@
 A transport does two things: it lets an agent receive (its ``endpoint``, the
 one function that authenticates, parses and answers a request, whatever
 carried it), and it posts a signed body to a peer. :class:`HTTPTransport`
-serves the endpoint with Starlette on the peer's ``url`` and posts with httpx;
+serves the endpoint with Starlette on the peer's ``url`` and posts with the
+project's HTTP client (``syncserver.client``);
 :class:`MemoryNetwork` calls the endpoint directly, and can drop, duplicate and
 delay messages (seeded, so a failing run can be replayed) to test what
 at-least-once delivery promises.
@@ -19,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import httpx
-
 from peach.peer._wire import Endpoint
 from peach.peer.directory import Peer
+from syncserver.client import Client, NoAnswer, Unsendable, open_client
 
 
 class Unreachable(Exception):
@@ -103,7 +103,7 @@ class HTTPTransport:
 
     def __init__(self, timeout: float = 10.0) -> None:
         self.timeout = timeout
-        self._client: httpx.AsyncClient | None = None
+        self._clients: dict[str, Client] = {}  # per peer url (syncserver.client)
         self._server: contextlib.AsyncExitStack | None = None
         self.url: str | None = None
 
@@ -126,11 +126,15 @@ class HTTPTransport:
             raise Unreachable(f"cannot listen on {peer.url}: {exc.strerror or exc}") from None
         self._server = stack
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=5.0))
-        return self._client
+    def client(self, url: str) -> Client:
+        """The client for a peer at ``url`` (kept: its connections stay open)."""
+        found = self._clients.get(url)
+        if found is None:
+            try:
+                found = self._clients[url] = open_client(url.rstrip("/"), self.timeout)
+            except ValueError as exc:  # not an http(s) URL
+                raise Unreachable(f"cannot post to {url}: {exc}") from None
+        return found
 
     async def post(
         self, peer: Peer, path: str, body: bytes, headers: Mapping[str, str]
@@ -138,13 +142,11 @@ class HTTPTransport:
         if peer.url is None:
             raise Unreachable(f"agent {peer.name!r} has no url in the directory")
         try:
-            response = await self.client.post(
-                f"{peer.url.rstrip('/')}/peer/{path}",
-                content=body,
-                headers={**headers, "content-type": "application/json"},
+            response = await self.client(peer.url).request(
+                "POST", f"/peer/{path}", headers=headers, content=body
             )
-        except httpx.HTTPError as exc:
-            raise Unreachable(f"{peer.name} at {peer.url}: {exc!r}") from None
+        except (NoAnswer, Unsendable) as exc:
+            raise Unreachable(f"{peer.name} at {peer.url}: {exc}") from None
         try:
             answer = response.json()
         except ValueError:
@@ -154,9 +156,9 @@ class HTTPTransport:
         return response.status_code, answer
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
         if self._server is not None:
             await self._server.aclose()
             self._server = None

@@ -1,4 +1,4 @@
-"""The proxy's lean HTTP client, reading answers, (syncserver.http1 through strabo.proxy._client)
+"""The proxy's lean HTTP client, reading answers, (syncserver.http1 through syncserver.client)
 against real servers on loopback that misbehave.
 
 Whatever the merchant does (garbles, truncates, trickles, never answers, closes
@@ -29,7 +29,7 @@ import pytest
 from strabo.proxy import (
     ProxyUnreachable,
 )
-from strabo.proxy._client import LeanClient
+from syncserver.client import LeanClient
 from tests.hostile._proxy_wire import (
     CREATED,
     SENT,

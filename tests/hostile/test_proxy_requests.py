@@ -27,7 +27,7 @@ from strabo.proxy import (
     ProxyRequest,
     ProxyRequestError,
 )
-from strabo.proxy._client import HttpxClient, LeanClient
+from syncserver.client import HttpxClient, LeanClient
 from syncserver.serving import free_port, serve
 from tests.hostile._proxy_wire import (
     WAIT,

@@ -17,8 +17,8 @@ from starlette.routing import Route
 
 from peach import LocalExecutor
 from strabo.proxy import ProxyAdapter, ProxyRequest, ProxyRequestError, ProxyUnreachable
-from strabo.proxy._client import HttpxClient, LeanClient
 from syncserver import SyncServer
+from syncserver.client import HttpxClient, LeanClient
 from syncserver.serving import free_port, serve
 from tests.conftest import paper
 

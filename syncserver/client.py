@@ -1,14 +1,22 @@
-"""The proxy's HTTP client: the lean one of ``syncserver.http1`` by default,
-httpx where that one would not do.
+"""The one HTTP client interface of the project's agents: the proxy's requests
+to a service, the peers' messages to each other (the SyncServer's executor
+speaks through the same lean client, ``syncserver.http1``, with streams and
+channels on top).
 
-A checkout through the bridge makes as many requests to the merchant as a
-direct client does, and each costs the proxy's process its client's time: with
-httpx 0.5 to 0.7 ms more than with the lean client on the benchmark machine
-(``bench/proxy.py``: its "One small JSON request" line, and its two direct
-clients), four times a SimpleUCP checkout. httpx stays for what the lean client
-does not do: a caller's ``transport`` (tests, mocks, custom TLS), credentials in
-the URL, and a proxy the environment names for the service (``HTTPS_PROXY`` and
-friends, which httpx honours).
+One interface (:class:`Client`: ``request`` and ``aclose``), two
+implementations chosen by :func:`open_client`, and one mapping of what can go
+wrong: :class:`NoAnswer` (refused, reset, timed out, garbled) and
+:class:`Unsendable` (a body that is not JSON, a header with a line break). When
+to try again is ``syncserver.retry``.
+
+The lean client (``syncserver.http1``) by default: a checkout through the
+bridge makes as many requests to the merchant as a direct client does, and
+each costs the proxy's process its client's time: with httpx 0.5 to 0.7 ms more
+than with the lean client on the benchmark machine (``bench/proxy.py``: its "One
+small JSON request" line, and its two direct clients). httpx where the lean
+client does not do: a caller's ``transport`` (tests, mocks, custom TLS),
+credentials in the URL, and a proxy the environment names for the service
+(``HTTPS_PROXY`` and friends, which httpx honours).
 """
 
 from __future__ import annotations
@@ -49,10 +57,19 @@ class Unsendable(Exception):
 
 
 class Client(Protocol):
+    """Requests to one origin: ``body`` is sent as JSON, or ``content`` as it is
+    (already JSON)."""
+
     base_url: str
 
     async def request(
-        self, method: str, path: str, body: Any, headers: Mapping[str, str]
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        content: bytes | None = None,
     ) -> Answer: ...
 
     async def aclose(self) -> None: ...
@@ -68,10 +85,18 @@ class LeanClient:
         self.http = http1.Client(base_url, timeout=timeout, connect_timeout=timeout)
 
     async def request(
-        self, method: str, path: str, body: Any, headers: Mapping[str, str]
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        content: bytes | None = None,
     ) -> Answer:
         try:
-            return await self.http.request(method, path, json_body=body, headers=headers)
+            return await self.http.request(
+                method, path, json_body=body, headers=headers, content=content
+            )
         except http1.TransportError as exc:
             raise NoAnswer(str(exc)) from None
         except http1.RequestError as exc:  # a header's CR or LF, a body not JSON
@@ -92,10 +117,22 @@ class HttpxClient:
         self.http = httpx.AsyncClient(timeout=timeout, transport=transport)
 
     async def request(
-        self, method: str, path: str, body: Any, headers: Mapping[str, str]
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        content: bytes | None = None,
     ) -> Answer:
+        url = self.base_url + path
         try:
-            return await self.http.request(method, self.base_url + path, json=body, headers=headers)
+            if content is not None:
+                type_ = {"content-type": "application/json"}
+                return await self.http.request(
+                    method, url, content=content, headers={**type_, **(headers or {})}
+                )
+            return await self.http.request(method, url, json=body, headers=headers)
         except httpx.LocalProtocolError as exc:  # a header httpx will not send
             raise Unsendable(str(exc)) from None
         except httpx.TransportError as exc:  # timeouts included
@@ -109,7 +146,7 @@ class HttpxClient:
 
 
 def open_client(
-    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None
+    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None = None
 ) -> Client:
     """The client for ``base_url``: the lean one unless a ``transport`` is given,
     the URL carries credentials (httpx sends them as Basic auth), or the
