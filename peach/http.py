@@ -17,11 +17,10 @@ httpx when a ``transport`` is given.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -33,7 +32,8 @@ from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
 from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch, Entry
-from syncserver.http1 import Client, Response, TransportError
+from syncserver.client import Answer, Client, LeanClient, NoAnswer, Unsendable, open_client
+from syncserver.http1 import Response, TransportError
 from syncserver.retry import RETRY_STATUS
 
 log = logging.getLogger("strabo.peach")
@@ -83,7 +83,7 @@ class SyncExecutor(Executor):
         #: Whether streams are asked for as channels (off once a server says it has none).
         self.channel = channel and transport is None
         self._lines: dict[str, Line] = {}  # protocol name -> its open channel
-        self._client: _Client | None = None
+        self._client: Client | None = None
         self.agent: str | None = None
         self.roles: dict[str, list[str]] = {}
         self._acts_for = ActsFor()
@@ -96,18 +96,16 @@ class SyncExecutor(Executor):
 
     async def _connect(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
-        client: _Client
-        if self._transport is None:
-            client = Client(self.url, headers, timeout=self.timeout, connect_timeout=10.0)
-        else:
-            client = _HttpxClient(self.url, headers, self.timeout, self._transport)
+        client = open_client(
+            self.url, self.timeout, self._transport, headers=headers, connect_timeout=10.0
+        )
         self._client = client
         try:
             response = await client.request("GET", f"/mas/{quote(self.mas, safe='')}")
-        except TransportError as exc:
+        except NoAnswer as exc:
             await client.aclose()
             raise ExecutorError(f"cannot reach the SyncServer at {self.url}: {exc}") from None
-        if response.status != 200:
+        if response.status_code != 200:
             await client.aclose()
             raise _error(response, f"the SyncServer at {self.url} refused to connect")
         info = response.json()
@@ -142,7 +140,7 @@ class SyncExecutor(Executor):
             )
 
     @property
-    def client(self) -> _Client:
+    def client(self) -> Client:
         if self._client is None:
             raise ExecutorError("the executor is not connected: start an adapter first")
         return self._client
@@ -185,14 +183,14 @@ class SyncExecutor(Executor):
                 rejection.retryable = True
             raise rejection
         try:
-            response = await self.client.request(
-                "POST", self._path(adapter, "attempts"), json_body=body
-            )
-        except TransportError as exc:
+            response = await self.client.request("POST", self._path(adapter, "attempts"), body)
+        except NoAnswer as exc:
             raise ExecutorError(
                 f"no answer from the SyncServer at {self.url}: {exc}", retryable=True
             ) from None
-        if response.status == 200:
+        except Unsendable as exc:  # bindings that are not JSON
+            raise ExecutorError(f"the attempt cannot be sent: {exc}") from None
+        if response.status_code == 200:
             data = response.json()
             return _finalized(adapter, instances, data), list(data["attempt"])
         raise _rejection(response, instances)
@@ -202,18 +200,18 @@ class SyncExecutor(Executor):
             response = await self.client.request(
                 "GET", self._path(adapter, "log"), params={"after": after, "limit": limit}
             )
-        except TransportError as exc:
+        except NoAnswer as exc:
             raise ExecutorError(f"cannot read the log from {self.url}: {exc}") from None
-        if response.status != 200:
+        if response.status_code != 200:
             raise _error(response, "cannot read the log")
         return [parse_batch(adapter.protocol, e) for e in response.json()["events"]]
 
     async def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
         read_timeout = max(self.timeout, 60.0)
         client = self.client
-        if self.channel and isinstance(client, Client):
+        if self.channel and isinstance(client, LeanClient):
             name = adapter.protocol.name
-            async with client.upgrade(
+            async with client.http.upgrade(
                 self._path(adapter, "channel"),
                 UPGRADE,
                 params={"after": after},
@@ -297,7 +295,7 @@ def _finalized(
     return Batch(adapter.protocol.name, int(data["seq"]), tuple(entries))  # type: ignore[arg-type]
 
 
-def _error_body(response: Response) -> dict[str, Any]:
+def _error_body(response: Answer) -> dict[str, Any]:
     try:
         body = response.json()
     except ValueError:
@@ -306,18 +304,18 @@ def _error_body(response: Response) -> dict[str, Any]:
     return error if isinstance(error, dict) else {}
 
 
-def _error(response: Response, context: str) -> ExecutorError:
+def _error(response: Answer, context: str) -> ExecutorError:
     error = _error_body(response)
-    message = error.get("message") or response.text[:200] or response.reason
+    message = error.get("message") or response.text[:200] or response.reason_phrase
     return ExecutorError(
-        f"{context}: {response.status} {message}",
-        status=response.status,
+        f"{context}: {response.status_code} {message}",
+        status=response.status_code,
         code=error.get("code"),
-        retryable=response.status in RETRY_STATUS,
+        retryable=response.status_code in RETRY_STATUS,
     )
 
 
-def _rejection(response: Response, instances: Sequence[ActionInstance]) -> Exception:
+def _rejection(response: Answer, instances: Sequence[ActionInstance]) -> Exception:
     error = _error_body(response)
     if "rule" in error:
         violation = Violation(
@@ -330,85 +328,3 @@ def _rejection(response: Response, instances: Sequence[ActionInstance]) -> Excep
         )
         return ActionRejected(violation, list(instances))
     return _error(response, "the attempt failed")
-
-
-class _Client(Protocol):
-    """What the executor needs of an HTTP client (``syncserver.http1.Client`` is one)."""
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        params: Mapping[str, Any] | None = None,
-    ) -> Response: ...
-
-    def stream(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        read_timeout: float | None = None,
-    ) -> contextlib.AbstractAsyncContextManager[tuple[Response, AsyncIterator[bytes]]]: ...
-
-    async def aclose(self) -> None: ...
-
-
-class _HttpxClient:
-    """The same requests through httpx, over a caller's ``transport``."""
-
-    def __init__(
-        self, url: str, headers: Mapping[str, str], timeout: float, transport: Any
-    ) -> None:
-        self.http = httpx.AsyncClient(
-            base_url=url,
-            headers=dict(headers),
-            timeout=httpx.Timeout(timeout, connect=10.0),
-            transport=transport,
-        )
-        self.timeout = timeout
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        params: Mapping[str, Any] | None = None,
-    ) -> Response:
-        try:
-            answer = await self.http.request(method, path, json=json_body, params=params)
-        except httpx.HTTPError as exc:
-            raise TransportError(repr(exc)) from None
-        return _response(answer, answer.content)
-
-    @contextlib.asynccontextmanager
-    async def stream(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        read_timeout: float | None = None,
-    ) -> AsyncIterator[tuple[Response, AsyncIterator[bytes]]]:
-        timeout = httpx.Timeout(self.timeout, read=read_timeout)
-        try:
-            async with self.http.stream(method, path, params=params, timeout=timeout) as answer:
-                yield _response(answer, b""), _chunks(answer)
-        except httpx.HTTPError as exc:
-            raise TransportError(repr(exc)) from None
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-
-
-def _response(answer: httpx.Response, body: bytes) -> Response:
-    headers = {k.lower(): v for k, v in answer.headers.items()}
-    return Response(answer.status_code, answer.reason_phrase, headers, body)
-
-
-async def _chunks(answer: httpx.Response) -> AsyncIterator[bytes]:
-    async for chunk in answer.aiter_raw():
-        yield chunk

@@ -21,8 +21,9 @@ credentials in the URL, and a proxy the environment names for the service
 
 from __future__ import annotations
 
+import contextlib
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -32,7 +33,8 @@ from syncserver import http1
 
 
 class Answer(Protocol):
-    """What the proxy reads of a response (an ``httpx.Response`` is one)."""
+    """What a caller reads of a response (an ``httpx.Response`` is one, and an
+    ``http1.Response``)."""
 
     @property
     def status_code(self) -> int: ...
@@ -70,7 +72,21 @@ class Client(Protocol):
         headers: Mapping[str, str] | None = None,
         *,
         content: bytes | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> Answer: ...
+
+    def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        read_timeout: float | None = None,
+    ) -> contextlib.AbstractAsyncContextManager[tuple[http1.Response, AsyncIterator[bytes]]]:
+        """A response read as it arrives (its body left empty: the chunks are
+        the body); opening it is bounded by the timeout, reading it by
+        ``read_timeout``."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -80,9 +96,17 @@ class LeanClient:
     while idle is replaced and the request sent again, which the idempotency key
     of every proxy request makes safe."""
 
-    def __init__(self, base_url: str, timeout: float) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float | None = None,
+    ) -> None:
         self.base_url = base_url
-        self.http = http1.Client(base_url, timeout=timeout, connect_timeout=timeout)
+        self.http = http1.Client(
+            base_url, headers, timeout=timeout, connect_timeout=connect_timeout or timeout
+        )
 
     async def request(
         self,
@@ -92,15 +116,33 @@ class LeanClient:
         headers: Mapping[str, str] | None = None,
         *,
         content: bytes | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> Answer:
         try:
             return await self.http.request(
-                method, path, json_body=body, headers=headers, content=content
+                method, path, json_body=body, headers=headers, content=content, params=params
             )
         except http1.TransportError as exc:
             raise NoAnswer(str(exc)) from None
         except http1.RequestError as exc:  # a header's CR or LF, a body not JSON
             raise Unsendable(str(exc)) from None
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        read_timeout: float | None = None,
+    ) -> AsyncIterator[tuple[http1.Response, AsyncIterator[bytes]]]:
+        try:
+            async with self.http.stream(
+                method, path, params=params, read_timeout=read_timeout
+            ) as (response, chunks):
+                yield response, _lean_chunks(chunks)
+        except http1.TransportError as exc:
+            raise NoAnswer(str(exc)) from None
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -111,10 +153,20 @@ class HttpxClient:
     proxies)."""
 
     def __init__(
-        self, base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None
+        self,
+        base_url: str,
+        timeout: float,
+        transport: httpx.AsyncBaseTransport | None,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
         self.base_url = base_url
-        self.http = httpx.AsyncClient(timeout=timeout, transport=transport)
+        self.timeout = timeout
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=connect_timeout or timeout),
+            transport=transport,
+            headers=dict(headers or {}),
+        )
 
     async def request(
         self,
@@ -124,15 +176,20 @@ class HttpxClient:
         headers: Mapping[str, str] | None = None,
         *,
         content: bytes | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> Answer:
         url = self.base_url + path
         try:
             if content is not None:
                 type_ = {"content-type": "application/json"}
                 return await self.http.request(
-                    method, url, content=content, headers={**type_, **(headers or {})}
+                    method,
+                    url,
+                    content=content,
+                    headers={**type_, **(headers or {})},
+                    params=params,
                 )
-            return await self.http.request(method, url, json=body, headers=headers)
+            return await self.http.request(method, url, json=body, headers=headers, params=params)
         except httpx.LocalProtocolError as exc:  # a header httpx will not send
             raise Unsendable(str(exc)) from None
         except httpx.TransportError as exc:  # timeouts included
@@ -141,20 +198,61 @@ class HttpxClient:
         except (TypeError, ValueError) as exc:  # json.dumps
             raise Unsendable(str(exc)) from None
 
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        read_timeout: float | None = None,
+    ) -> AsyncIterator[tuple[http1.Response, AsyncIterator[bytes]]]:
+        timeout = httpx.Timeout(self.timeout, read=read_timeout)
+        try:
+            async with self.http.stream(
+                method, self.base_url + path, params=params, timeout=timeout
+            ) as answer:
+                headers = {k.lower(): v for k, v in answer.headers.items()}
+                response = http1.Response(answer.status_code, answer.reason_phrase, headers)
+                yield response, _httpx_chunks(answer)
+        except httpx.HTTPError as exc:
+            raise NoAnswer(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from None
+
     async def aclose(self) -> None:
         await self.http.aclose()
 
 
+async def _lean_chunks(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except http1.TransportError as exc:
+        raise NoAnswer(str(exc)) from None
+
+
+async def _httpx_chunks(answer: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in answer.aiter_raw():
+            yield chunk
+    except httpx.HTTPError as exc:
+        raise NoAnswer(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from None
+
+
 def open_client(
-    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None = None
+    base_url: str,
+    timeout: float,
+    transport: httpx.AsyncBaseTransport | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+    connect_timeout: float | None = None,
 ) -> Client:
     """The client for ``base_url``: the lean one unless a ``transport`` is given,
     the URL carries credentials (httpx sends them as Basic auth), or the
     environment routes the service through a proxy."""
     parts = urlsplit(base_url)
     if transport is not None or parts.username or parts.password or _proxied(base_url):
-        return HttpxClient(base_url, timeout, transport)
-    return LeanClient(base_url, timeout)
+        return HttpxClient(base_url, timeout, transport, headers, connect_timeout)
+    return LeanClient(base_url, timeout, headers, connect_timeout)
 
 
 def _proxied(url: str) -> bool:
