@@ -52,6 +52,8 @@ item 'bouquet_roses' (both the reference and the bundled merchant do).
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from syncserver.config import POLICIES
+
     parser.add_argument(
         "--merchant",
         metavar="URL",
@@ -87,7 +89,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--policy",
-        choices=["instant", "batched"],
+        choices=POLICIES,
         default=None,
         help="the SyncServer's finalization policy (default instant); not with "
         "--executor peer, which has no SyncServer",

@@ -50,12 +50,14 @@ attempt and streams every batch (docs/syncserver.md, "Several servers").
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from syncserver.config import POLICIES
+
     parser.add_argument(
         "--config", required=True, metavar="FILE", help="the TOML file declaring the MASes"
     )
     parser.add_argument(
         "--policy",
-        choices=["instant", "batched"],
+        choices=POLICIES,
         help="finalization policy (default: the config's, else instant)",
     )
     parser.add_argument(

@@ -30,6 +30,10 @@ from syncserver.acts_for import ActsFor
 from syncserver.limits import NAMES as LIMIT_NAMES
 from syncserver.limits import Limits, limits_from
 
+# How a SyncServer finalizes attempts (syncserver.ledger): each on arrival, or
+# in windows of batch_window_ms. The one list every parser and check uses.
+POLICIES = ("instant", "batched")
+
 
 class ConfigError(Exception):
     """A configuration the server cannot start with; ``problems`` lists each one."""
@@ -119,7 +123,7 @@ def build_config(
                 f"server.{key}", f"unknown setting (known: {', '.join(sorted(_SERVER_FIELDS))})"
             )
     policy = server.get("policy")
-    if policy is not None and policy not in ("instant", "batched"):
+    if policy is not None and policy not in POLICIES:
         problem("server.policy", f"must be 'instant' or 'batched', not {policy!r}")
     window = server.get("batch_window_ms")
     if window is not None and (

@@ -15,12 +15,10 @@ from typing import Any
 from langshaw import ActionInstance, LangshawProtocol, Violation
 from syncserver._pgstore import PostgresStore
 from syncserver.batch import Batch
-from syncserver.config import AgentConfig, Config, MASConfig
+from syncserver.config import POLICIES, AgentConfig, Config, MASConfig
 from syncserver.errors import Rejected, ServiceError
 from syncserver.ledger import Attempt, Ledger, Receipt
 from syncserver.store import MemoryStore, SQLiteStore, Store, is_url
-
-POLICIES = ("instant", "batched")
 
 
 def open_store(spec: str | Path, synchronous: str = "normal") -> Store:

@@ -24,6 +24,7 @@ from langshaw import LangshawError, LangshawProtocol
 from strabo.simulate._locate import line_of
 from strabo.simulate.move import Policy
 from syncserver.acts_for import ActsFor
+from syncserver.config import POLICIES
 
 __all__ = [
     "AgentSpec",
@@ -38,7 +39,6 @@ __all__ = [
 ]
 
 KINDS = ("coded", "llm")
-POLICIES = ("instant", "batched")
 #: Agents a scenario may run at most, all counts together: each has its own
 #: replica of the social state and applies every batch, so a run costs about
 #: agents x actions x the enactment's size (200 posting in one round take some

@@ -135,3 +135,17 @@ def test_a_protocol_may_be_named_by_its_bundled_name(tmp_path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(config)
     assert "protocol 'purchase' is invalid" in str(info.value)
+
+
+def test_every_parser_takes_the_policy_names_from_one_list() -> None:
+    import argparse
+
+    from strabo import demo
+    from syncserver import cli
+    from syncserver.config import POLICIES
+
+    for module in (cli, demo):
+        parser = argparse.ArgumentParser()
+        module.configure(parser)
+        [action] = [a for a in parser._actions if a.dest == "policy"]
+        assert tuple(action.choices or ()) == POLICIES, module.__name__
