@@ -8,7 +8,7 @@ the unreduced exploration (every interleaving and state, same cap) to show
 what the reduction saves.
 
 Then protocols whose trace searches grow exponentially (``chain(n)`` of
-tests/langshaw/test_verify.py): the searches must stop at their deadline.
+tests/langshaw/randproto.py): the searches must stop at their deadline.
 
 Then ``--random N`` (default 100; 0 skips it) random protocols of 8 to 10
 actions, two or three roles (the generator of tests/langshaw/randproto.py),
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from langshaw import LangshawProtocol  # noqa: E402
 from langshaw.verify import MAX_STATES, SEMANTICS, verify  # noqa: E402
-from tests.langshaw.randproto import generate  # noqa: E402
+from tests.langshaw.randproto import chain, generate  # noqa: E402
 
 LIMIT = 5.0  # seconds, for any protocol of at most 10 actions
 TRACES = 2.0  # finding traces against exploring, on unsafe protocols
@@ -113,8 +113,6 @@ def random_protocols(count: int, seed: int) -> bool:
 def chains() -> bool:
     """Protocols whose trace searches grow as 2^n (a role's step may take any set
     of the n deliveries in flight): the deadline must still hold."""
-    from tests.langshaw.test_verify import chain
-
     print("\nchains (B's step may take any of 2^n sets of deliveries), decentralized:")
     held = True
     for n in (12, 16, 20):

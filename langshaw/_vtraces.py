@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from langshaw._vmodel import Move
+from langshaw._vmodel import Move, SharedModel
 from langshaw._vpeer import PeerModel
 from langshaw._vsearch import Search
 from langshaw.model import LangshawProtocol
@@ -60,7 +60,7 @@ def stuck_trace(
 
 def _stuck_search(
     search: Search,
-    model: Any,
+    model: SharedModel | PeerModel,
     peers: bool,
     below: Callable[[Hashable], bool],
     heap: list[tuple[tuple[int, int], int, Hashable | None, tuple[Move, ...]]],

@@ -178,23 +178,16 @@ class HttpxClient:
         content: bytes | None = None,
         params: Mapping[str, Any] | None = None,
     ) -> Answer:
-        url = self.base_url + path
+        sent: dict[str, Any] = {"json": body, "headers": headers}
+        if content is not None:  # JSON already
+            typed = {"content-type": "application/json", **(headers or {})}
+            sent = {"content": content, "headers": typed}
         try:
-            if content is not None:
-                type_ = {"content-type": "application/json"}
-                return await self.http.request(
-                    method,
-                    url,
-                    content=content,
-                    headers={**type_, **(headers or {})},
-                    params=params,
-                )
-            return await self.http.request(method, url, json=body, headers=headers, params=params)
+            return await self.http.request(method, self.base_url + path, params=params, **sent)
         except httpx.LocalProtocolError as exc:  # a header httpx will not send
             raise Unsendable(str(exc)) from None
         except httpx.TransportError as exc:  # timeouts included
-            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            raise NoAnswer(reason) from None
+            raise NoAnswer(_reason(exc)) from None
         except (TypeError, ValueError) as exc:  # json.dumps
             raise Unsendable(str(exc)) from None
 
@@ -216,10 +209,15 @@ class HttpxClient:
                 response = http1.Response(answer.status_code, answer.reason_phrase, headers)
                 yield response, _httpx_chunks(answer)
         except httpx.HTTPError as exc:
-            raise NoAnswer(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from None
+            raise NoAnswer(_reason(exc)) from None
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def _reason(exc: Exception) -> str:
+    """What an httpx error says (some say nothing but their type)."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def _lean_chunks(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -235,7 +233,7 @@ async def _httpx_chunks(answer: httpx.Response) -> AsyncIterator[bytes]:
         async for chunk in answer.aiter_raw():
             yield chunk
     except httpx.HTTPError as exc:
-        raise NoAnswer(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc)) from None
+        raise NoAnswer(_reason(exc)) from None
 
 
 def open_client(

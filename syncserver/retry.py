@@ -25,6 +25,8 @@ RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 JITTER = 0.25  # at most this share of a wait is taken off at random
 
+_RNG = random.Random()  # shared: a Backoff costs nothing to make
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -33,7 +35,7 @@ class Backoff:
 
     base: float
     cap: float
-    rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+    rng: random.Random = field(default=_RNG, compare=False, repr=False)
 
     def ceiling(self, retry: int) -> float:
         """The wait before retry ``retry`` without jitter: the longest it can be."""

@@ -116,3 +116,15 @@ def generate(
 def protocols(seed: int, count: int) -> list[LangshawProtocol]:
     """``count`` protocols that parse, the same ones for the same seed."""
     return [protocol for _, protocol in generate(seed, count)]
+
+
+def chain(n: int) -> str:
+    """A's n steps, each needing the last; B's Y needs them all, and A's Cancel
+    after the last must not come before Y: B's steps may take any of 2^n sets
+    of deliveries."""
+    steps = ["  A: D0(id)"] + [f"  A: D{i}(id, D{i - 1})" for i in range(1, n)]
+    needs = ", ".join(f"D{i}" for i in range(n))
+    return (
+        "ChainN\nwho A, B\nwhat id key, Y or Cancel\ndo\n" + "\n".join(steps)
+        + f"\n  A: Cancel(id, D{n - 1})\n  B: Y(id, {needs})\nnogo\n  Cancel -/> Y\n"
+    )

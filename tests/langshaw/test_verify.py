@@ -21,6 +21,7 @@ from langshaw._vpeer import PeerModel
 from langshaw._vsearch import Search
 from langshaw.verify import Conflict, Report, Step, _abstract, verify
 from tests.conftest import FIXTURES, PROTOCOLS, load
+from tests.langshaw.randproto import chain
 
 FAULTY = FIXTURES / "lsh" / "faulty"
 
@@ -686,18 +687,6 @@ def test_out_of_time_both_orders_of_a_race_have_traces(no_time: None) -> None:
     assert kinds == {("bound", ("X",), "z"), ("bound", ("Y",), "z")}
     for conflict in report.conflicts:
         replay_conflict(protocol, conflict)
-
-
-def chain(n: int) -> str:
-    """A's n steps, each needing the last; B's Y needs them all, and A's Cancel
-    after the last must not come before Y: B's steps may take any of 2^n sets
-    of deliveries."""
-    steps = ["  A: D0(id)"] + [f"  A: D{i}(id, D{i - 1})" for i in range(1, n)]
-    needs = ", ".join(f"D{i}" for i in range(n))
-    return (
-        "ChainN\nwho A, B\nwhat id key, Y or Cancel\ndo\n" + "\n".join(steps)
-        + f"\n  A: Cancel(id, D{n - 1})\n  B: Y(id, {needs})\nnogo\n  Cancel -/> Y\n"
-    )
 
 
 def test_the_deadline_reaches_inside_a_step_of_the_trace_search() -> None:
