@@ -19,28 +19,27 @@ acts_for = { "RFQ.buyer" = "ann" } # optional: bindings it is held to (syncserve
 from __future__ import annotations
 
 import os
-import tomllib
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import create_model
 
 from langshaw import LangshawError, LangshawProtocol
 from syncserver.acts_for import ActsFor
-from syncserver.limits import NAMES as LIMIT_NAMES
-from syncserver.limits import Limits, limits_from
+from syncserver.limits import Limits
+from syncserver.settings import Problems, SettingsError, Table, must, read_toml
 
 # How a SyncServer finalizes attempts (syncserver.ledger): each on arrival, or
 # in windows of batch_window_ms. The one list every parser and check uses.
-POLICIES = ("instant", "batched")
+Policy = Literal["instant", "batched"]
+POLICIES: tuple[str, ...] = typing.get_args(Policy)
 
 
-class ConfigError(Exception):
+class ConfigError(SettingsError):
     """A configuration the server cannot start with; ``problems`` lists each one."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 @dataclass(frozen=True)
@@ -77,23 +76,56 @@ class Config:
     limits: Limits = field(default_factory=Limits)
 
 
-_MAS_FIELDS = {"protocols", "agents"}
-_AGENT_FIELDS = {"roles", "token", "token_env", "url", "acts_for"}
-_SERVER_FIELDS = {"policy", "batch_window_ms", "db", *LIMIT_NAMES}
+# The shape of the file, checked by pydantic; what the shape cannot say (roles,
+# tokens, protocol files) is checked below, into the same list of problems.
+
+
+class _File(Table):
+    mas: dict[str, Any] | None = must("[mas.NAME] tables")
+    server: dict[str, Any] | None = must("a table")
+
+
+class _ServerBase(Table):
+    policy: Policy | None = must("'instant' or 'batched'")
+    batch_window_ms: float | None = must("a positive number", gt=0)
+    db: str | None = must("a path or a postgresql:// URL (a string)")
+
+
+def _limit(default: object) -> tuple[Any, Any]:
+    if isinstance(default, int):
+        return int | None, must("a positive whole number", gt=0)
+    return float | None, must("a positive number of seconds", gt=0)
+
+
+# The [server] table: the settings above and every field of Limits, same names.
+_Server: type[_ServerBase] = create_model(  # type: ignore[call-overload]
+    "_Server", __base__=_ServerBase, **{f.name: _limit(f.default) for f in fields(Limits)}
+)
+
+
+class _MAS(Table):
+    protocols: list[str | LangshawProtocol] = must(
+        "a non-empty list of protocol file paths", ..., min_length=1
+    )
+    agents: dict[str, Any] | None = must("[AGENT] tables")
+
+
+class _Agent(Table):
+    roles: list[str] = must("a non-empty list of role names", ..., min_length=1)
+    token: str | None = must("a non-empty string", min_length=1)
+    token_env: str | None = must("the name of an environment variable", min_length=1)
+    url: str | None = must("an http:// or https:// URL", pattern=r"^https?://")
+    acts_for: Any = None  # checked against the protocols by ActsFor.parse
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
     """Read and check a TOML configuration; raise ConfigError listing every problem."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([f"{path}: not valid TOML: {exc}"]) from None
-    except UnicodeDecodeError:
-        raise ConfigError([f"{path}: not UTF-8 text"]) from None
-    return build_config(data, base=path.parent, source=str(path), environ=environ)
+        text, data = read_toml(path)
+    except SettingsError as exc:
+        raise ConfigError(exc.problems) from None
+    return build_config(data, base=path.parent, source=str(path), environ=environ, text=text)
 
 
 def build_config(
@@ -102,83 +134,68 @@ def build_config(
     base: Path = Path("."),
     source: str = "<config>",
     environ: Mapping[str, str] | None = None,
+    text: str | None = None,
 ) -> Config:
-    """Check a configuration given as a dict (the parsed TOML)."""
+    """Check a configuration given as a dict (the parsed TOML; with its ``text``,
+    problems are reported at their lines)."""
     env = os.environ if environ is None else environ
-    problems: list[str] = []
-
-    def problem(where: str, message: str) -> None:
-        problems.append(f"{source}: {where}: {message}" if where else f"{source}: {message}")
-
-    for key in data:
-        if key not in ("mas", "server"):
-            problem(key, "unknown section (expected [mas.NAME] tables and an optional [server])")
-    server = data.get("server", {})
-    if not isinstance(server, Mapping):
-        problem("server", "must be a table")
-        server = {}
-    for key in server:
-        if key not in _SERVER_FIELDS:
-            problem(
-                f"server.{key}", f"unknown setting (known: {', '.join(sorted(_SERVER_FIELDS))})"
-            )
-    policy = server.get("policy")
-    if policy is not None and policy not in POLICIES:
-        problem("server.policy", f"must be 'instant' or 'batched', not {policy!r}")
-    window = server.get("batch_window_ms")
-    if window is not None and (
-        isinstance(window, bool) or not isinstance(window, int | float) or window <= 0
-    ):
-        problem("server.batch_window_ms", f"must be a positive number, not {window!r}")
-    limits = limits_from(server, problem)
-    db = server.get("db")
-    if db is not None and not isinstance(db, str):
-        problem("server.db", "must be a path or a postgresql:// URL (a string)")
-    elif isinstance(db, str) and db != ":memory:" and not db.startswith(
-        ("postgresql://", "postgres://")
-    ):
+    problems = Problems(source, text)
+    top = problems.check(_File, data)
+    server = problems.check(_Server, (top and top.server) or {}, ("server",))
+    db = server.db if server else None
+    if db is not None and db != ":memory:" and not db.startswith(("postgresql://", "postgres://")):
         db = str((base / db).resolve())  # a file; a PostgreSQL URL stays as it is
+    limits = Limits(
+        **{
+            f.name: getattr(server, f.name)
+            for f in fields(Limits)
+            if server is not None and getattr(server, f.name) is not None
+        }
+    )
 
-    systems = data.get("mas")
-    if not isinstance(systems, Mapping) or not systems:
-        problem("", "no multiagent system: add at least one [mas.NAME] table")
-        systems = {}
+    systems = top.mas if top else None
+    if top is not None and not systems and not data.get("mas"):
+        problems.add("", "no multiagent system: add at least one [mas.NAME] table")
     all_mas: dict[str, MASConfig] = {}
-    for mas_name, mas in systems.items():
-        where = f"mas.{mas_name}"
-        if not isinstance(mas, Mapping):
-            problem(where, "must be a table")
+    for mas_name, table in (systems or {}).items():
+        where = ("mas", mas_name)
+        mas = problems.check(_MAS, table, where)
+        if mas is None:
             continue
-        for key in mas:
-            if key not in _MAS_FIELDS:
-                problem(f"{where}.{key}", "unknown field (known: agents, protocols)")
-        protocols = _protocols(mas.get("protocols"), base, f"{where}.protocols", problem)
-        agents = _agents(mas.get("agents"), protocols, where, env, problem)
+        protocols = _protocols(mas.protocols, base, (*where, "protocols"), problems)
+        if mas.agents is None and table.get("agents") is not None:
+            continue  # not a table: reported
+        agents = _agents(mas.agents, protocols, where, env, problems)
         tokens: dict[str, str] = {}
         for agent in agents.values():
             if agent.token in tokens:
-                problem(
-                    f"{where}.agents.{agent.name}",
+                problems.add(
+                    (*where, "agents", agent.name),
                     f"has the same token as agent '{tokens[agent.token]}': tokens must be unique",
                 )
             tokens[agent.token] = agent.name
         all_mas[mas_name] = MASConfig(mas_name, protocols, agents, tokens)
     if problems:
-        raise ConfigError(problems)
-    return Config(mas=all_mas, policy=policy, batch_window_ms=window, db=db, limits=limits)
+        raise ConfigError(problems.messages)
+    assert server is not None
+    return Config(
+        mas=all_mas,
+        policy=server.policy,
+        batch_window_ms=server.batch_window_ms,
+        db=db,
+        limits=limits,
+    )
 
 
-def _protocols(value: Any, base: Path, where: str, problem: Any) -> dict[str, LangshawProtocol]:
+Where = tuple[str, ...]
+
+
+def _protocols(
+    items: list[str | LangshawProtocol], base: Path, where: Where, problems: Problems
+) -> dict[str, LangshawProtocol]:
     # Items are file paths (from TOML) or, from Python, already loaded protocols.
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(v, str | LangshawProtocol) for v in value)
-    ):
-        problem(where, "must be a non-empty list of protocol file paths")
-        return {}
     protocols: dict[str, LangshawProtocol] = {}
-    for item in value:
+    for item in items:
         if isinstance(item, LangshawProtocol):
             protocol = item
         else:
@@ -187,10 +204,10 @@ def _protocols(value: Any, base: Path, where: str, problem: Any) -> dict[str, La
                 protocol = LangshawProtocol.load(file)
             except LangshawError as exc:
                 details = str(exc).replace("\n", "\n  ")
-                problem(where, f"protocol {item!r} is invalid:\n  {details}")
+                problems.add(where, f"protocol {item!r} is invalid:\n  {details}")
                 continue
         if protocol.name in protocols:
-            problem(where, f"two protocols are named {protocol.name!r}")
+            problems.add(where, f"two protocols are named {protocol.name!r}")
             continue
         protocols[protocol.name] = protocol
     return protocols
@@ -206,82 +223,75 @@ def _protocol_file(base: Path, item: str) -> Path:
 
 
 def _agents(
-    value: Any,
+    tables: Mapping[str, Any] | None,
     protocols: Mapping[str, LangshawProtocol],
-    where: str,
+    where: Where,
     env: Mapping[str, str],
-    problem: Any,
+    problems: Problems,
 ) -> dict[str, AgentConfig]:
-    if not isinstance(value, Mapping) or not value:
-        problem(f"{where}.agents", "no agent: add at least one [" + where + ".agents.NAME] table")
+    if not tables:
+        problems.add(
+            (*where, "agents"),
+            f"no agent: add at least one [{'.'.join(where)}.agents.NAME] table",
+        )
         return {}
     agents: dict[str, AgentConfig] = {}
-    for name, spec in value.items():
-        here = f"{where}.agents.{name}"
-        if not isinstance(spec, Mapping):
-            problem(here, "must be a table")
+    for name, table in tables.items():
+        here = (*where, "agents", name)
+        spec = problems.check(_Agent, table, here)
+        if spec is None:
             continue
-        for key in spec:
-            if key not in _AGENT_FIELDS:
-                problem(
-                    f"{here}.{key}", "unknown field (known: roles, token, token_env, url, acts_for)"
-                )
-        token = _token(spec, here, env, problem)
-        roles = _roles(spec.get("roles"), protocols, here, problem)
-        url = spec.get("url")
-        if url is not None and (
-            not isinstance(url, str) or not url.startswith(("http://", "https://"))
-        ):
-            problem(f"{here}.url", f"must be an http:// or https:// URL, not {url!r}")
-            url = None
+        token = _token(spec, here, env, problems)
+        roles = _roles(spec.roles, protocols, here, problems)
         acts_for = ActsFor.parse(
-            spec.get("acts_for"), protocols.values(), f"{here}.acts_for", problem, roles
+            spec.acts_for,
+            protocols.values(),
+            ".".join((*here, "acts_for")),
+            problems.add,
+            roles,
         )
         if token is not None and roles is not None:
             agents[name] = AgentConfig(
-                name=name, token=token, roles=roles, url=url, acts_for=acts_for
+                name=name, token=token, roles=roles, url=spec.url, acts_for=acts_for
             )
     return agents
 
 
-def _token(spec: Mapping[str, Any], here: str, env: Mapping[str, str], problem: Any) -> str | None:
-    token, token_env = spec.get("token"), spec.get("token_env")
-    if (token is None) == (token_env is None):
-        problem(here, "give exactly one of token (the secret) or token_env (a variable holding it)")
+def _token(spec: _Agent, here: Where, env: Mapping[str, str], problems: Problems) -> str | None:
+    if (spec.token is None) == (spec.token_env is None):
+        problems.add(
+            here, "give exactly one of token (the secret) or token_env (a variable holding it)"
+        )
         return None
-    if token is not None:
-        if not isinstance(token, str) or not token:
-            problem(f"{here}.token", "must be a non-empty string")
-            return None
-        return token
-    if not isinstance(token_env, str) or not token_env:
-        problem(f"{here}.token_env", "must be the name of an environment variable")
-        return None
-    value = env.get(token_env)
+    if spec.token is not None:
+        return spec.token
+    assert spec.token_env is not None
+    value = env.get(spec.token_env)
     if not value:
-        problem(f"{here}.token_env", f"environment variable {token_env} is not set (or empty)")
+        problems.add(
+            (*here, "token_env"),
+            f"environment variable {spec.token_env} is not set (or empty)",
+        )
         return None
     return value
 
 
 def _roles(
-    value: Any, protocols: Mapping[str, LangshawProtocol], here: str, problem: Any
+    value: list[str], protocols: Mapping[str, LangshawProtocol], here: Where, problems: Problems
 ) -> dict[str, frozenset[str]] | None:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-        problem(f"{here}.roles", "must be a non-empty list of role names")
-        return None
     roles: dict[str, set[str]] = {}
     ok = True
+    where = (*here, "roles")
     for item in value:
         if ":" in item:
             protocol_name, _, role = item.partition(":")
             protocol = protocols.get(protocol_name)
             if protocol is None:
-                problem(f"{here}.roles", f"{item!r}: no protocol named {protocol_name!r} here")
+                problems.add(where, f"{item!r}: no protocol named {protocol_name!r} here")
                 ok = False
             elif role not in protocol.roles:
-                problem(
-                    f"{here}.roles",
+                problems.add(
+                    where,
                     f"{item!r}: {protocol_name} has no role {role!r} "
                     f"(roles: {', '.join(protocol.roles)})",
                 )
@@ -292,11 +302,11 @@ def _roles(
         owners = [p.name for p in protocols.values() if item in p.roles]
         if not owners:
             known = sorted({r for p in protocols.values() for r in p.roles})
-            problem(f"{here}.roles", f"no protocol has a role {item!r} (roles: {', '.join(known)})")
+            problems.add(where, f"no protocol has a role {item!r} (roles: {', '.join(known)})")
             ok = False
         elif len(owners) > 1:
             choices = ", ".join(f"'{o}:{item}'" for o in owners)
-            problem(f"{here}.roles", f"{item!r} is a role of several protocols; write {choices}")
+            problems.add(where, f"{item!r} is a role of several protocols; write {choices}")
             ok = False
         else:
             roles.setdefault(owners[0], set()).add(item)

@@ -8,7 +8,6 @@ says what a client sees when it reaches each limit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -61,31 +60,4 @@ class Limits:
         return Limits(**values)
 
 
-_INTEGER = {
-    "max_body",
-    "max_connections",
-    "max_streams_per_agent",
-    "stream_backlog_bytes",
-    "stream_backlog",
-    "write_buffer",
-    "log_cache_bytes",
-}
 NAMES = frozenset(f.name for f in fields(Limits))
-
-
-def limits_from(
-    table: Mapping[str, Any], problem: Callable[[str, str], None], where: str = "server"
-) -> Limits:
-    """The limits set in a ``[server]`` table; each bad value is reported through
-    ``problem(place, message)`` and left at its default."""
-    values: dict[str, Any] = {}
-    for name in NAMES & table.keys():
-        value = table[name]
-        integer = name in _INTEGER
-        kind = int if integer else int | float
-        if isinstance(value, bool) or not isinstance(value, kind) or value <= 0:
-            expected = "a positive whole number" if integer else "a positive number of seconds"
-            problem(f"{where}.{name}", f"must be {expected}, not {value!r}")
-            continue
-        values[name] = value
-    return Limits(**values)

@@ -12,19 +12,17 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-import math
 import sys
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langshaw import LangshawError, LangshawProtocol
-from strabo.simulate._locate import line_of
 from strabo.simulate.move import Policy
 from syncserver.acts_for import ActsFor
-from syncserver.config import POLICIES
+from syncserver.config import Policy as ServerPolicy
+from syncserver.settings import Problems, SettingsError, Table, must, parse_toml
 
 __all__ = [
     "AgentSpec",
@@ -49,28 +47,10 @@ MAX_BYTES = 1024 * 1024
 MAX_PROBLEMS = 50
 #: Seconds one policy call may take by default ([stop] policy_timeout).
 POLICY_TIMEOUT = 10.0
-_SECTIONS = {
-    "scenario": ("name", "protocol", "description"),
-    "rounds": ("key", "end", "limit"),
-    "stop": ("max_actions", "timeout", "policy_timeout"),
-    "server": ("policy", "http"),
-    "report": ("rows", "columns", "chart", "output"),
-    "agents": (),
-}
-_CHART = ("x", "y", "series", "title")
-_AGENT = ("role", "kind", "count", "policy", "params", "persona", "goal", "provider", "model",
-          "base_url", "max_calls", "acts_for")
 
 
-class ScenarioError(Exception):
+class ScenarioError(SettingsError):
     """A scenario that cannot run; ``problems`` lists each, located."""
-
-    def __init__(self, problems: list[str]) -> None:
-        if len(problems) > MAX_PROBLEMS:
-            more = len(problems) - MAX_PROBLEMS
-            problems = [*problems[:MAX_PROBLEMS], f"... and {more} more problems"]
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 @dataclass(frozen=True)
@@ -184,10 +164,10 @@ def bundled_scenario(name: str) -> Path | None:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and check a scenario file; raise ScenarioError listing every problem."""
     path = Path(path)
+    if path.is_file() and path.stat().st_size > MAX_BYTES:
+        raise ScenarioError([f"{path}: {path.stat().st_size} bytes; a scenario is at most "
+                             f"{MAX_BYTES} bytes"])
     try:
-        if path.is_file() and path.stat().st_size > MAX_BYTES:
-            raise ScenarioError([f"{path}: {path.stat().st_size} bytes; a scenario is at most "
-                                 f"{MAX_BYTES} bytes"])
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
@@ -200,88 +180,98 @@ def parse_scenario(
     text: str, *, source: str = "<scenario>", base: Path = Path("."), path: Path | None = None
 ) -> Scenario:
     """Check a scenario given as TOML text; protocol paths are relative to ``base``."""
-    if len(text) > MAX_BYTES:
-        raise ScenarioError([f"{source}: {len(text)} characters; a scenario is at most "
-                             f"{MAX_BYTES}"])
     try:
-        data = tomllib.loads(text)
-    except RecursionError:
-        raise ScenarioError([f"{source}: not a scenario: arrays or tables nested too "
-                             "deeply"]) from None
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        where = ""
-        if " (at line " in message:
-            message, _, tail = message.partition(" (at line ")
-            where = ":" + tail.rstrip(")").replace(", column ", ":")
-        raise ScenarioError([f"{source}{where}: not valid TOML: {message}"]) from None
+        data = parse_toml(text, source, MAX_BYTES, what="scenario")
+    except SettingsError as exc:
+        raise ScenarioError(exc.problems) from None
     return _Checker(text, source, base, path).check(data)
+
+
+# The shape of each table, checked by pydantic; what depends on the protocol
+# (roles, keys, actions, columns) and on the code (policies) is checked by
+# _Checker into the same list of problems.
+
+_TEXT = "a non-empty string"
+_NONBLANK = r"\S"
+
+
+class _File(Table):
+    scenario: dict[str, Any] | None = must("a table")
+    rounds: dict[str, Any] | None = must("a table")
+    stop: dict[str, Any] | None = must("a table")
+    server: dict[str, Any] | None = must("a table")
+    report: dict[str, Any] | None = must("a table")
+    agents: dict[str, Any] | None = must("[agents.NAME] tables")
+
+
+class _About(Table):
+    name: str | None = must(_TEXT, pattern=_NONBLANK)
+    protocol: str = must(_TEXT, ..., pattern=_NONBLANK)
+    description: str | None = must(_TEXT, pattern=_NONBLANK)
+
+
+class _Rounds(Table):
+    key: str = must(_TEXT, ..., pattern=_NONBLANK)
+    end: str | None = must(_TEXT, pattern=_NONBLANK)
+    limit: int | None = must("a positive integer", gt=0)
+
+
+class _Stop(Table):
+    max_actions: int | None = must("a positive integer", gt=0)
+    timeout: float = must("a positive number", 300.0, gt=0)
+    policy_timeout: float = must("a positive number", POLICY_TIMEOUT, gt=0)
+
+
+class _Server(Table):
+    policy: ServerPolicy = must("'instant' or 'batched'", "instant")
+    http: bool = must("true or false", False)
+
+
+class _Report(Table):
+    rows: str | None = must(_TEXT, pattern=_NONBLANK)
+    columns: list[str] | None = must("a list of attribute names")
+    chart: dict[str, Any] | None = must("a table")
+    output: str | None = must(_TEXT, pattern=_NONBLANK)
+
+
+class _Chart(Table):
+    x: str = must(_TEXT, ..., pattern=_NONBLANK)
+    y: str | list[str] = must("a column name or a list of them", ..., min_length=1)
+    series: str | None = must(_TEXT, pattern=_NONBLANK)
+    title: str | None = must(_TEXT, pattern=_NONBLANK)
+
+
+class _Agent(Table):
+    role: str = must(_TEXT, ..., pattern=_NONBLANK)
+    kind: Literal["coded", "llm"] | None = must("'coded' or 'llm'")
+    count: int = must("a positive integer", 1, gt=0)
+    policy: str | None = must(_TEXT, pattern=_NONBLANK)
+    params: dict[str, Any] = must("a table", {})
+    persona: str | None = must(_TEXT, pattern=_NONBLANK)
+    goal: str | None = must(_TEXT, pattern=_NONBLANK)
+    provider: str | None = must(_TEXT, pattern=_NONBLANK)
+    model: str | None = must(_TEXT, pattern=_NONBLANK)
+    base_url: str | None = must(_TEXT, pattern=_NONBLANK)
+    max_calls: int | None = must("a positive integer", gt=0)
+    acts_for: str | list[str] | None = must(
+        'an attribute or a list of them, e.g. "seller" or ["Take.queue", "Send.sender"]'
+    )
+
+
+_LLM_ONLY = ("persona", "goal", "provider", "model", "base_url", "max_calls")
 
 
 class _Checker:
     """Reads the parsed TOML, collecting every problem with its place."""
 
     def __init__(self, text: str, source: str, base: Path, path: Path | None) -> None:
-        self.text = text
-        self.source = source
         self.base = base
         self.path = path
-        self.found: list[tuple[int, str]] = []
+        self.found = Problems(source, text, limit=MAX_PROBLEMS)
         self.role_problems = False
 
-    @property
-    def problems(self) -> list[str]:
-        """Every problem so far, in the order of the file."""
-        return [text for _, text in sorted(self.found, key=lambda f: f[0])]
-
     def problem(self, where: tuple[str, ...], message: str) -> None:
-        line = line_of(self.text, where) if where else None
-        place = f"{self.source}:{line}" if line else self.source
-        key = ".".join(where)
-        text = f"{place}: {key}: {message}" if key else f"{place}: {message}"
-        self.found.append((line or 0, text))
-
-    def table(self, data: Mapping[str, Any], where: tuple[str, ...],
-              known: tuple[str, ...]) -> Mapping[str, Any]:
-        value = data.get(where[-1], {})
-        if not isinstance(value, Mapping):
-            self.problem(where, "must be a table")
-            return {}
-        if known:
-            for key in value:
-                if key not in known:
-                    self.unknown((*where, key), known)
-        return value
-
-    def unknown(self, where: tuple[str, ...], known: tuple[str, ...] | list[str]) -> None:
-        close = difflib.get_close_matches(where[-1], known, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        self.problem(where, f"unknown setting ({hint}known: {', '.join(known)})")
-
-    def string(self, data: Mapping[str, Any], where: tuple[str, ...],
-               required: bool = False) -> str | None:
-        value = data.get(where[-1])
-        if value is None:
-            if required:
-                self.problem(where, "missing: it is required")
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.problem(where, f"must be a non-empty string, not {value!r}")
-            return None
-        return value
-
-    def positive(self, data: Mapping[str, Any], where: tuple[str, ...],
-                 integer: bool = True) -> Any:
-        value = data.get(where[-1])
-        if value is None:
-            return None
-        wrong = isinstance(value, bool) or not isinstance(value, int | float)
-        if (wrong or (integer and not isinstance(value, int)) or not math.isfinite(value)
-                or value <= 0):
-            kind = "integer" if integer else "number"
-            self.problem(where, f"must be a positive {kind}, not {value!r}")
-            return None
-        return value
+        self.found.add(where, message)
 
     def name_in(self, value: str | None, where: tuple[str, ...], known: list[str],
                 what: str) -> str | None:
@@ -293,54 +283,40 @@ class _Checker:
         return None
 
     def check(self, data: Mapping[str, Any]) -> Scenario:
-        for key in data:
-            if key not in _SECTIONS:
-                self.problem((key,), "unknown section (expected [scenario], [rounds], [stop], "
-                                     "[server], [report] and [agents.NAME] tables)")
-        about = self.table(data, ("scenario",), _SECTIONS["scenario"])
+        top = self.found.check(_File, data) or _File()
+        about = self.found.check(_About, top.scenario or {}, ("scenario",))
         protocol, protocol_path = self.protocol(about)
-        name = self.string(about, ("scenario", "name")) or (
-            protocol.name if protocol else "scenario")
-        description = self.string(about, ("scenario", "description")) or ""
-        rounds = self.rounds(data, protocol)
-        stop = self.table(data, ("stop",), _SECTIONS["stop"])
-        max_actions = self.positive(stop, ("stop", "max_actions"))
-        timeout = self.positive(stop, ("stop", "timeout"), integer=False)
-        policy_timeout = self.positive(stop, ("stop", "policy_timeout"), integer=False)
-        server = self.table(data, ("server",), _SECTIONS["server"])
-        policy = server.get("policy", "instant")
-        if policy not in POLICIES:
-            self.problem(("server", "policy"), f"must be 'instant' or 'batched', not {policy!r}")
-        http = server.get("http", False)
-        if not isinstance(http, bool):
-            self.problem(("server", "http"), f"must be true or false, not {http!r}")
-        report = self.report(data, protocol)
-        agents = self.agents(data, protocol)
-        if self.problems or protocol is None or protocol_path is None:
-            raise ScenarioError(self.problems)
+        name = (about and about.name) or (protocol.name if protocol else "scenario")
+        rounds = self.rounds(top.rounds, protocol)
+        stop = self.found.check(_Stop, top.stop or {}, ("stop",)) or _Stop()
+        server = self.found.check(_Server, top.server or {}, ("server",)) or _Server()
+        report = self.report(top.report or {}, protocol)
+        agents = self.agents(top.agents, "agents" in data, protocol)
+        if self.found or protocol is None or protocol_path is None:
+            raise ScenarioError(self.found.messages)
         return Scenario(
             name=name,
             protocol=protocol,
             protocol_path=protocol_path,
             agents=tuple(agents),
-            description=description,
+            description=(about and about.description) or "",
             path=self.path,
             rounds=rounds,
-            max_actions=max_actions,
-            timeout=float(timeout or 300.0),
-            policy_timeout=float(policy_timeout or POLICY_TIMEOUT),
-            policy=str(policy),
-            http=bool(http),
+            max_actions=stop.max_actions,
+            timeout=stop.timeout,
+            policy_timeout=stop.policy_timeout,
+            policy=server.policy,
+            http=server.http,
             report=report,
         )
 
-    def protocol(self, about: Mapping[str, Any]) -> tuple[LangshawProtocol | None, Path | None]:
+    def protocol(self, about: _About | None) -> tuple[LangshawProtocol | None, Path | None]:
         where = ("scenario", "protocol")
-        given = self.string(about, where, required=True)
-        if given is None:
+        if about is None:
             return None, None
         from syncserver.bundled import find
 
+        given = about.protocol
         found = find(given, self.base)
         if found is None:
             self.problem(where, f"no protocol file {given!r} (relative to {self.base}), "
@@ -352,14 +328,15 @@ class _Checker:
             self.problem(where, f"{given!r} is not a valid protocol:\n{exc}")
             return None, None
 
-    def rounds(self, data: Mapping[str, Any],
+    def rounds(self, data: dict[str, Any] | None,
                protocol: LangshawProtocol | None) -> RoundSpec | None:
-        if "rounds" not in data:
+        if data is None:
             return None
-        table = self.table(data, ("rounds",), _SECTIONS["rounds"])
-        key = self.string(table, ("rounds", "key"), required=True)
-        end = self.string(table, ("rounds", "end"))
-        limit = self.positive(table, ("rounds", "limit"))
+        table = self.found.check(_Rounds, data, ("rounds",))
+        if table is None:
+            return None
+        key: str | None = table.key
+        end = table.end
         if protocol is not None:
             key = self.name_in(key, ("rounds", "key"), list(protocol.keys),
                                f"a key of {protocol.name}")
@@ -368,78 +345,69 @@ class _Checker:
             if key is not None and key in protocol.root_keys:
                 self.problem(("rounds", "key"), f"{key!r} is the root key: one enactment has "
                                                 "one value of it, so it cannot count rounds")
-        return RoundSpec(key, end, limit) if key else None
+        return RoundSpec(key, end, table.limit) if key else None
 
-    def report(self, data: Mapping[str, Any], protocol: LangshawProtocol | None) -> ReportSpec:
-        table = self.table(data, ("report",), _SECTIONS["report"])
-        output = self.string(table, ("report", "output"))
-        rows = self.string(table, ("report", "rows"))
-        if protocol is None:
-            return ReportSpec(output=output)  # nothing to check the rest against
+    def report(self, data: dict[str, Any], protocol: LangshawProtocol | None) -> ReportSpec:
+        table = self.found.check(_Report, data, ("report",))
+        if table is None or protocol is None:
+            # nothing to check the rest against
+            return ReportSpec(output=table.output if table else None)
+        rows = table.rows
         columns: tuple[str, ...] = ()
-        if protocol is not None and rows is not None:
+        if rows is not None:
             rows = self.name_in(rows, ("report", "rows"), list(protocol.actions),
                                 f"an action of {protocol.name}")
-        allowed: list[str] = []
-        if protocol is not None and rows is not None:
+        if rows is not None:
             action = protocol.actions[rows]
             allowed = [a for a in action.attributes if a not in protocol.actions]
             allowed += ["performer", "seq"]
-            given = table.get("columns")
-            if given is None:
+            if table.columns is None:
                 columns = tuple(a for a in allowed
                                 if a not in protocol.root_keys and a != "seq")
-            elif not isinstance(given, list) or not all(isinstance(c, str) for c in given):
-                self.problem(("report", "columns"), "must be a list of attribute names")
             else:
-                for column in given:
+                for column in table.columns:
                     self.name_in(column, ("report", "columns"), allowed,
                                  f"an attribute of {rows}, performer or seq")
-                columns = tuple(given)
-        elif "columns" in table:
+                columns = tuple(table.columns)
+        elif table.columns is not None:
             self.problem(("report", "columns"), "needs report.rows (the action a row is)")
-        chart = self.chart(table, columns, rows)
-        return ReportSpec(rows, columns, chart, output)
+        chart = self.chart(table.chart, columns, rows)
+        return ReportSpec(rows, columns, chart, table.output)
 
-    def chart(self, report: Mapping[str, Any], columns: tuple[str, ...],
+    def chart(self, data: dict[str, Any] | None, columns: tuple[str, ...],
               rows: str | None) -> ChartSpec | None:
-        if "chart" not in report:
+        if data is None:
             return None
-        table = self.table(report, ("report", "chart"), _CHART)
+        where = ("report", "chart")
+        table = self.found.check(_Chart, data, where)
         if rows is None:
-            self.problem(("report", "chart"), "needs report.rows: a chart plots the table")
+            self.problem(where, "needs report.rows: a chart plots the table")
             return None
-        x = self.string(table, ("report", "chart", "x"), required=True)
-        series = self.string(table, ("report", "chart", "series"))
-        title = self.string(table, ("report", "chart", "title"))
-        given = table.get("y")
-        ys = [given] if isinstance(given, str) else given
-        if not isinstance(ys, list) or not ys or not all(isinstance(y, str) for y in ys):
-            self.problem(("report", "chart", "y"), "must be a column name or a list of them")
+        if table is None:
             return None
-        for part, names in (("x", [x]), ("y", ys), ("series", [series])):
+        ys = [table.y] if isinstance(table.y, str) else table.y
+        for part, names in (("x", [table.x]), ("y", ys), ("series", [table.series])):
             for name in names:
                 if name is not None and name not in columns:
-                    self.problem(("report", "chart", part),
+                    self.problem((*where, part),
                                  f"{name!r} is not a column of the table "
                                  f"({', '.join(columns)})")
-        return ChartSpec(x, tuple(ys), series, title) if x else None
+        return ChartSpec(table.x, tuple(ys), table.series, table.title)
 
-    def agents(self, data: Mapping[str, Any],
+    def agents(self, table: dict[str, Any] | None, given: bool,
                protocol: LangshawProtocol | None) -> list[AgentSpec]:
-        table = self.table(data, ("agents",), ())
         if not table:
-            self.problem(("agents",) if "agents" in data else (),
+            self.problem(("agents",) if given else (),
                          "no agent: add at least one [agents.NAME] table")
         found: list[AgentSpec] = []
         names: dict[str, tuple[str, ...]] = {}
-        for name in table:
+        for name, data in (table or {}).items():
             where = ("agents", name)
             if len(name) > 64 or not name.strip() or not name.isprintable():
                 self.problem(where, f"{name[:80]!r} cannot name an agent: up to 64 printable "
                                     "characters, not only spaces")
                 continue
-            spec = self.agent(table, where, protocol)
+            spec = self.agent(data, where, protocol)
             if spec is None:
                 continue
             for agent in spec.names():
@@ -461,69 +429,58 @@ class _Checker:
                                               f"[agents.NAME] table with role = {role!r})")
         return found
 
-    def agent(self, agents: Mapping[str, Any], where: tuple[str, ...],
+    def agent(self, data: Any, where: tuple[str, ...],
               protocol: LangshawProtocol | None) -> AgentSpec | None:
-        if not isinstance(agents.get(where[-1]), Mapping):
-            self.table(agents, where, _AGENT)  # says it must be a table
+        table = self.found.check(_Agent, data, where)
+        if table is None:
+            self.role_problems = True
             return None
-        table = self.table(agents, where, _AGENT)
-        role = self.string(table, (*where, "role"), required=True)
+        role: str | None = table.role
         if protocol is not None:
             role = self.name_in(role, (*where, "role"), list(protocol.roles),
                                 f"a role of {protocol.name}")
         self.role_problems |= role is None
-        kind = table.get("kind", "llm" if "goal" in table and "policy" not in table else "coded")
-        if kind not in KINDS:
-            self.problem((*where, "kind"), f"must be 'coded' or 'llm', not {kind!r}")
-            return None
-        count = table.get("count", 1)
-        if self.positive(table, (*where, "count")) is None:
-            count = 1
-        elif count > MAX_AGENTS:
+        kind = table.kind or ("llm" if table.goal and not table.policy else "coded")
+        count = table.count
+        if count > MAX_AGENTS:
             self.problem((*where, "count"), f"{count} agents; a scenario runs at most "
                                             f"{MAX_AGENTS}")
             count = 1
-        params = table.get("params", {})
-        if not isinstance(params, Mapping):
-            self.problem((*where, "params"), "must be a table")
-            params = {}
         policy = goal = None
         if kind == "coded":
-            policy = self.string(table, (*where, "policy"), required=True)
-            for key in ("persona", "goal", "provider", "model", "base_url", "max_calls"):
-                if key in table:
+            policy = table.policy
+            if policy is None:
+                self.problem((*where, "policy"), "missing: it is required")
+            for key in _LLM_ONLY:
+                if getattr(table, key) is not None:
                     self.problem((*where, key), "is for kind = 'llm'; a coded agent has a policy")
             if policy is not None:
                 found = _import_policy(policy, self.base)
                 if isinstance(found, str):
                     self.problem((*where, "policy"), found)
         else:
-            goal = self.string(table, (*where, "goal"), required=True)
-            if "policy" in table:
+            goal = table.goal
+            if goal is None:
+                self.problem((*where, "goal"), "missing: it is required")
+            if table.policy is not None:
                 self.problem((*where, "policy"), "is for kind = 'coded'; an LLM agent has a goal")
-        strings = {k: self.string(table, (*where, k))
-                   for k in ("persona", "provider", "model", "base_url")}
-        max_calls = self.positive(table, (*where, "max_calls"))
-        acts_for = self.acts_for(table.get("acts_for"), (*where, "acts_for"), protocol, role)
+        acts_for = self.acts_for(table.acts_for, (*where, "acts_for"), protocol, role)
         if role is None:
             return None
         return AgentSpec(
             name=where[-1], role=role, kind=kind, count=count, policy=policy,
-            params=dict(params), goal=goal, max_calls=max_calls, acts_for=acts_for,
-            base=self.base, **strings,
+            params=dict(table.params), goal=goal, max_calls=table.max_calls,
+            acts_for=acts_for, base=self.base, persona=table.persona,
+            provider=table.provider, model=table.model, base_url=table.base_url,
         )
 
-    def acts_for(self, value: Any, where: tuple[str, ...], protocol: LangshawProtocol | None,
-                 role: str | None) -> tuple[str, ...]:
+    def acts_for(self, value: str | list[str] | None, where: tuple[str, ...],
+                 protocol: LangshawProtocol | None, role: str | None) -> tuple[str, ...]:
         """``acts_for = "seller"`` or a list: attributes, or ``Action.attribute``,
         that the agent binds to its own name only."""
         if value is None:
             return ()
         targets = [value] if isinstance(value, str) else value
-        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
-            self.problem(where, 'must be an attribute or a list of them, e.g. "seller" or '
-                                '["Take.queue", "Send.sender"]')
-            return ()
         if protocol is not None:
             played = {protocol.name: [role]} if role is not None else None
             ActsFor.parse({t: where[-2] for t in targets}, [protocol], "",

@@ -69,21 +69,81 @@ roles = ["Platform"]
 token_env = "D_TOKEN"
 """,
     )
-    assert found[0].startswith(
-        "mas.toml: server.port: unknown setting (known: batch_window_ms, body_timeout, db, "
+    # Each problem at its line, in the order of the file.
+    assert found[0] == "mas.toml:3: server.policy: must be 'instant' or 'batched', not 'eventually'"
+    assert found[1].startswith(
+        "mas.toml:4: server.port: unknown setting (known: policy, batch_window_ms, db, max_body, "
     )
-    assert found[1] == "mas.toml: server.policy: must be 'instant' or 'batched', not 'eventually'"
-    assert found[2] == "mas.toml: mas.shop.color: unknown field (known: agents, protocols)"
-    assert found[3].startswith("mas.toml: mas.shop.protocols: protocol 'missing.lsh' is invalid:")
-    assert "cannot read: No such file or directory" in found[3]
-    assert found[4].startswith(f"mas.toml: mas.shop.protocols: protocol '{bad}' is invalid:")
-    assert "action 'Ship' is already declared at line 6" in found[4]
+    assert found[2].startswith("mas.toml:7: mas.shop.protocols: protocol 'missing.lsh' is invalid:")
+    assert "cannot read: No such file or directory" in found[2]
+    assert found[3].startswith(f"mas.toml:7: mas.shop.protocols: protocol '{bad}' is invalid:")
+    assert "action 'Ship' is already declared at line 6" in found[3]
+    assert found[4] == (
+        "mas.toml:8: mas.shop.color: unknown setting (known: protocols, agents)"
+    )
     assert found[5:] == [
-        "mas.toml: mas.shop.agents.a.roles: no protocol has a role 'Platfrom' "
+        "mas.toml:11: mas.shop.agents.a.roles: no protocol has a role 'Platfrom' "
         "(roles: Business, Platform)",
-        "mas.toml: mas.shop.agents.c: give exactly one of token (the secret) or token_env "
+        "mas.toml:18: mas.shop.agents.c: give exactly one of token (the secret) or token_env "
         "(a variable holding it)",
-        "mas.toml: mas.shop.agents.d.token_env: environment variable D_TOKEN is not set (or empty)",
+        "mas.toml:23: mas.shop.agents.d.token_env: environment variable D_TOKEN is not set "
+        "(or empty)",
+    ]
+
+
+def test_wrong_types_and_ranges_say_what_was_expected(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        f"""[server]
+batch_window_ms = true
+max_body = "1MB"
+header_timeout = -1
+write_timeout = inf
+db = 3
+
+[mas.shop]
+protocols = []
+
+[mas.other]
+protocols = ["{SIMPLE}"]
+agents = 3
+
+[mas.third]
+protocols = ["{SIMPLE}"]
+[mas.third.agents.a]
+roles = "Platform"
+token = ""
+url = "ftp://x"
+[mas.third.agents.b]
+role = ["Platform"]
+token = "t"
+""",
+    )
+    assert found == [
+        "mas.toml:2: server.batch_window_ms: must be a positive number, not True",
+        "mas.toml:3: server.max_body: must be a positive whole number, not '1MB'",
+        "mas.toml:4: server.header_timeout: must be a positive number of seconds, not -1",
+        "mas.toml:5: server.write_timeout: must be a positive number of seconds, not inf",
+        "mas.toml:6: server.db: must be a path or a postgresql:// URL (a string), not 3",
+        "mas.toml:9: mas.shop.protocols: must be a non-empty list of protocol file paths, not []",
+        "mas.toml:13: mas.other.agents: must be [AGENT] tables, not 3",
+        "mas.toml:18: mas.third.agents.a.roles: must be a non-empty list of role names, "
+        "not 'Platform'",
+        "mas.toml:19: mas.third.agents.a.token: must be a non-empty string, not ''",
+        "mas.toml:20: mas.third.agents.a.url: must be an http:// or https:// URL, not 'ftp://x'",
+        "mas.toml:21: mas.third.agents.b.roles: missing: it is required",
+        "mas.toml:22: mas.third.agents.b.role: unknown setting (did you mean 'roles'? known: "
+        "roles, token, token_env, url, acts_for)",
+    ]
+
+
+def test_a_config_built_in_code_is_checked_the_same_way() -> None:
+    from syncserver import build_config
+
+    with pytest.raises(ConfigError) as caught:
+        build_config({"mas": {"m": {"protocols": [str(SIMPLE)], "agents": {"a": {"roles": []}}}}})
+    assert caught.value.problems == [
+        "<config>: mas.m.agents.a.roles: must be a non-empty list of role names, not []"
     ]
 
 
@@ -105,16 +165,18 @@ token = "same"
 """,
     )
     assert found == [
-        "mas.toml: mas.m.agents.a.roles: 'Platform' is a role of several protocols; write "
+        "mas.toml:5: mas.m.agents.a.roles: 'Platform' is a role of several protocols; write "
         "'SimpleUCP:Platform', 'IncrementalUCP:Platform'",
-        "mas.toml: mas.m.agents.b.roles: 'Nope:Business': no protocol named 'Nope' here",
-        "mas.toml: mas.m.agents.b.roles: 'IncrementalUCP:Boss': IncrementalUCP has no role 'Boss' "
-        "(roles: Platform, Business)",
+        "mas.toml:8: mas.m.agents.b.roles: 'Nope:Business': no protocol named 'Nope' here",
+        "mas.toml:8: mas.m.agents.b.roles: 'IncrementalUCP:Boss': IncrementalUCP has no role "
+        "'Boss' (roles: Platform, Business)",
     ]
 
 
 def test_files_that_are_not_configs(tmp_path: Path) -> None:
-    assert problems(tmp_path, "[mas.x\n")[0].startswith("mas.toml: not valid TOML: ")
+    assert problems(tmp_path, "[mas.x\n") == [
+        "mas.toml:1:7: not valid TOML: Expected ']' at the end of a table declaration"
+    ]
     assert problems(tmp_path, "") == [
         "mas.toml: no multiagent system: add at least one [mas.NAME] table"
     ]
