@@ -11,7 +11,7 @@ Executors connect adapters to a SyncServer: :class:`LocalExecutor` in-process,
 
 from langshaw import ActionInstance
 from peach.adapter import PeachAdapter
-from peach.errors import ActionRejected, BindError, ExecutorError, LogGapError
+from peach.errors import ActionRejected, BindError, ExecutorError, HandlerError, LogGapError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
 from peach.http import SyncExecutor
@@ -25,6 +25,7 @@ __all__ = [
     "Executor",
     "ExecutorError",
     "FeasibleAction",
+    "HandlerError",
     "LocalExecutor",
     "LogGapError",
     "PeachAdapter",

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langshaw import ABSENT, ActionInstance, Enablement, LangshawProtocol, SocialState, json_equal
+from peach._handlers import HandlerErrors, Handlers
 from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
@@ -65,7 +66,6 @@ class PeachAdapter:
         self._acts_for = ActsFor()  # what the executor says the agent is held to
         self._fired: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
         self._fired_initiating: set[tuple[Any, ...]] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._live = False
         self._running = False
         self._stopped = asyncio.Event()
@@ -73,6 +73,9 @@ class PeachAdapter:
         # The role as the agent plays it (adopt), and what inspect() reports.
         self.spec: RoleSpec | None = None
         self.counters: Counter[str] = Counter()
+        self._handler_tasks = Handlers(
+            lambda: f"{self.name} ({self.role} in {self.protocol.name})", self.counters
+        )
         self.breaches: deque[dict[str, Any]] = deque(maxlen=100)  # newest last
         self.breach_listeners: list[Callable[[MustAlways], None]] = []
         self._breaching: set[str] = set()
@@ -157,7 +160,7 @@ class PeachAdapter:
     def activity(self) -> dict[str, Any]:
         """For inspect(): whether it runs, its pending handler tasks, its handlers."""
         return {"running": self._running,
-                "pending": sorted(t.get_name() for t in self._tasks if not t.done()),
+                "pending": self._handler_tasks.pending(),
                 "handlers": (self._observers, self._enabled_handlers, self._completion_handlers)}
 
     def _check_names(self, actions: Iterable[str]) -> None:
@@ -401,6 +404,7 @@ class PeachAdapter:
         if not self._running:
             return
         self._running = False
+        self._handler_tasks.stopping()
         await self.executor.leave(self)
         await self.drain(grace=grace)
         self._stopped.set()
@@ -408,32 +412,48 @@ class PeachAdapter:
     async def drain(self, grace: float | None = None) -> None:
         """Wait until no handler task is running (with ``grace``, cancel those still
         running after that many seconds)."""
-        while self._tasks:
-            tasks = list(self._tasks)
-            if grace is not None:
-                pending: set[asyncio.Task[Any]] = set(tasks)
-                if grace > 0:
-                    _, pending = await asyncio.wait(tasks, timeout=grace)
-                for task in pending:
-                    task.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-            else:
-                await asyncio.gather(*tasks, return_exceptions=True)
+        await self._handler_tasks.drain(grace)
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped."""
+        return self._running
+
+    @property
+    def handler_errors(self) -> HandlerErrors:
+        """What a handler that raises does: ``"stop"`` (the default) ends ``async
+        with adapter:`` and ``run()`` with HandlerError; ``"log"`` logs it and goes on."""
+        return self._handler_tasks.policy
+
+    @handler_errors.setter
+    def handler_errors(self, policy: HandlerErrors) -> None:
+        if policy not in ("stop", "log"):
+            raise ValueError(f"handler_errors is 'stop' or 'log', not {policy!r}")
+        self._handler_tasks.policy = policy
 
     async def run(self) -> None:
-        """Start, then run until :meth:`stop` is called (or the task is cancelled)."""
-        await self.start()
+        """Start, then run until :meth:`stop` is called (or the task is cancelled,
+        or a handler fails: HandlerError)."""
+        await self.__aenter__()
         try:
             await self._stopped.wait()
-        finally:
-            await self.stop()
+        except asyncio.CancelledError:
+            await self.__aexit__(asyncio.CancelledError)
+            raise
+        await self.__aexit__(None)
 
     async def __aenter__(self) -> PeachAdapter:
         await self.start()
+        self._handler_tasks.watch(asyncio.current_task())
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        # Left because the run was cancelled (Ctrl-C, or a handler failed): the
+        # other handlers are cancelled at once, and a handler's failure is raised.
+        await self.stop(grace=0 if kind and issubclass(kind, asyncio.CancelledError) else 5.0)
+        failure = self._handler_tasks.ended_by_failure()
+        if failure is not None:
+            raise failure
 
     # Fed by the executor ----------------------------------------------------------
 
@@ -569,32 +589,7 @@ class PeachAdapter:
         self, coroutine: Awaitable[Any], handler: Any, what: str, trigger: Any = None
     ) -> None:
         context = self._handler_context(trigger) if trigger is not None else None
-        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(
-            coroutine,  # type: ignore[arg-type]
-            context=context,
-        )
-        task.set_name(f"{getattr(handler, '__qualname__', handler)} for {what}")
-        self._tasks.add(task)
-
-        def done(t: asyncio.Task[Any]) -> None:
-            self._tasks.discard(t)
-            if t.cancelled():
-                return
-            error = t.exception()
-            if error is not None:
-                self.counters["handler errors"] += 1
-                log.error(
-                    "%s (%s in %s): handler %s for %s failed: %s",
-                    self.name,
-                    self.role,
-                    self.protocol.name,
-                    getattr(handler, "__qualname__", handler),
-                    what,
-                    error,
-                    exc_info=error,
-                )
-
-        task.add_done_callback(done)
+        self._handler_tasks.spawn(coroutine, handler, what, context)
 
     def __repr__(self) -> str:
         return f"<PeachAdapter {self.name!r} as {self.role} in {self.protocol.name}>"

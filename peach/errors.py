@@ -61,3 +61,9 @@ class LogGapError(ExecutorError):
     """The server's log skips a batch. Applying what follows could apply an
     action before one it depends on, so the feed of that protocol stops: it does
     not reconnect, and every later attempt or sync through it raises this."""
+
+
+class HandlerError(Exception):
+    """A handler raised, and stopped its agent: ``async with adapter:`` (or
+    ``adapter.run()``) ends with this error; ``__cause__`` is the handler's own
+    exception. Set ``adapter.handler_errors = "log"`` to go on instead."""

@@ -138,6 +138,8 @@ def http_error(response: Answer, *, route: str | None = None) -> ProxyHTTPError:
                     parts.append(f"{where}: {item.get('msg', '')}".strip(": "))
             message = "; ".join(parts) or message
             code = code or "validation"
+    elif isinstance(body, str) and body.lstrip().startswith("<"):
+        message = f"{message} (an HTML page: is this the service's base URL?)"
     elif isinstance(body, str) and body.strip():
-        message = body.strip()[:200]
+        message = " ".join(body.split())[:200]
     return ProxyHTTPError(response.status_code, message, code=code, body=body, route=route)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from syncserver.options import positive
+
 DESCRIPTION = """\
 Print what a running multiagent system is made of, from one of two places:
 
@@ -47,7 +49,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mas", default="default", help="the MAS to list (default: default)")
     parser.add_argument("--json", action="store_true", help="print the JSON answer as it came")
     parser.add_argument(
-        "--timeout", type=float, default=10.0,
+        "--timeout", type=positive, default=10.0,
         help="seconds to wait for the whole answer (default 10)",
     )
 
@@ -122,7 +124,6 @@ def _emit(text: str) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-        return 1
     return 0
 
 
@@ -181,7 +182,13 @@ def _identify(reader: _Reader, url: str, args: argparse.Namespace) -> tuple[str,
     )
     if answer.status != 200:
         message = _error_message(answer.data)
-        raise _Failure(f"the SyncServer answered {answer.status}: {message or answer.text}")
+        hint = ""
+        if answer.status == 404 and "multiagent system" in (message or ""):
+            hint = (" (give the MAS your agent belongs to with --mas NAME: a [mas.NAME] "
+                    "table of the server's configuration)")
+        raise _Failure(
+            f"the SyncServer answered {answer.status}: {message or answer.text}{hint}"
+        )
     if not isinstance(answer.data, Mapping):
         raise _Failure(f"the SyncServer answered {answer.status} without a JSON object: "
                        f"{answer.text!r}")

@@ -7,6 +7,7 @@ turns a name such as ``atomic-ucp`` into the bundled file before checking it.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 
@@ -51,8 +52,15 @@ def configure_check(parser: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    missing = [name for name in args.files if not Path(name).exists() and not bundled.find(name)]
     args.files = [resolve(name) for name in args.files]
-    return check_cli.run(args)
+    status = check_cli.run(args)
+    for name in missing:  # after the check's own line: say what would have been found
+        close = difflib.get_close_matches(name.removesuffix(".lsh"), bundled.names(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        print(f"strabo check: no file {name!r}, nor a bundled protocol of that name ({hint}"
+              "'strabo protocols' lists them)", file=sys.stderr)
+    return status
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

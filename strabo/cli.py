@@ -11,6 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
+
+from syncserver.options import DONE, EXIT_STATUSES, INTERRUPTED, USAGE, silence_stdout
 
 # name -> (module, one-line help, prefix of the module's configure/run/DESCRIPTION)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -34,20 +37,29 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line, naming the verb's own help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The command line; with ``argv``, only the subcommand it names is set up
     (its module imported), the others are only listed."""
     chosen = None
     if argv is not None:
         chosen = next((a for a in argv if not a.startswith("-")), "")
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="strabo",
         description="Declarative interaction protocols and the agents that enact them.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from strabo import __version__
 
     parser.add_argument("--version", action="version", version=f"strabo {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module_name, help_text, prefix) in SUBCOMMANDS.items():
         if chosen is not None and name != chosen:
             sub.add_parser(name, help=help_text, description=help_text)
@@ -61,21 +73,35 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         getattr(module, f"configure{affix}")(sub_parser)
-        sub_parser.set_defaults(_run=getattr(module, f"run{affix}"))
+        sub_parser.set_defaults(_run=getattr(module, f"run{affix}"), _parser=sub_parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb; its exit status follows syncserver.options (0 done, 1 failed,
+    2 usage, 130 interrupted)."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
+    try:  # argparse exits for --help, --version and usage errors: a status, here
+        args, unknown = parser.parse_known_args(argv)
+        if not getattr(args, "_run", None):
+            if unknown:
+                parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+            parser.print_help()
+            return USAGE
+        if unknown:  # the verb's usage, not the top level's
+            args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as exit:
+        return exit.code if isinstance(exit.code, int) else USAGE
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        print(f"strabo {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``| head``): what it read was what it wanted.
+        silence_stdout()
+        return DONE
 
 
 if __name__ == "__main__":

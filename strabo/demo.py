@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from syncserver.options import DONE, FAILED, USAGE, positive, silence_stdout
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -46,8 +48,9 @@ the shop has, and the Platform cancels. Exit status 0 when the Platform saw the
 ending the outcome calls for.
 
 To use another UCP merchant (the UCP samples' Python reference server, say),
-give its base URL with --merchant; it must speak UCP 2026-01-11 and sell the
-item 'bouquet_roses' (both the reference and the bundled merchant do).
+give its base URL with --merchant; it must publish its UCP profile at
+/.well-known/ucp and sell the item 'bouquet_roses' (both the reference and the
+bundled merchant do). Exit status 2 when what answers is not a UCP merchant.
 """
 
 
@@ -96,7 +99,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive,
         default=30.0,
         metavar="SECONDS",
         help="give up if the checkout is not complete by then (default 30)",
@@ -195,6 +198,7 @@ async def demo(
         protocol = LangshawProtocol.load(INCREMENTAL)
         make_platform, make_proxy = incremental_platform, incremental_proxy
     roles = {"platform": ["Platform"], "business": ["Business"]}
+    trace = _Trace()
     failures: list[str] = []
     executors: dict[str, Executor] = {}
     peers: dict[str, PeerExecutor] = {}
@@ -228,21 +232,23 @@ async def demo(
         if protocol_name == "resilient":
             from strabo import _demo_endings
 
-            testing = _testing(merchant_url, merchant_of(bundled).simulation_secret)
+            testing = _testing(merchant_url, merchant_of(bundled).simulation_secret, trace)
 
             def make_platform(ex: Executor) -> tuple[Any, asyncio.Event]:
                 return _demo_endings.platform(ex, outcome, testing)
-        print("\n".join(header))
+        trace("\n".join(header))
         kind = "external" if merchant else f"bundled, UCP {ucp_version or '2026-01-11'}"
-        print(f"  merchant    {merchant_url} ({kind})\n")
-        if merchant and not await _reachable(merchant_url):
-            print(f"strabo demo: no UCP merchant answers at {merchant_url}", file=sys.stderr)
-            return 1
+        trace(f"  merchant    {merchant_url} ({kind})\n")
+        if merchant:
+            problem, status = await _profile_problem(merchant_url)
+            if problem:
+                print(f"strabo demo: {problem}", file=sys.stderr)
+                return status
 
         proxy = make_proxy(executors["business"], merchant_url)
         platform, done = make_platform(executors["platform"])
-        platform.listeners.append(lambda batch, newly: _print_batch(protocol, batch))
-        proxy.http_listeners.append(_print_http)
+        platform.listeners.append(lambda batch, newly: _print_batch(trace, batch))
+        proxy.http_listeners.append(lambda event: _print_http(trace, event))
 
         @proxy.on_error
         async def on_error(error: ProxyError, route: Route, trigger: Any) -> None:
@@ -263,9 +269,15 @@ async def demo(
             peer.refusal_listeners.append(refusals(name))
 
         async with proxy, platform:
-            try:
-                await asyncio.wait_for(done.wait(), seconds)
-            except TimeoutError:
+            ended = asyncio.ensure_future(done.wait())
+            gone = asyncio.ensure_future(trace.gone.wait())
+            await asyncio.wait({ended, gone}, timeout=seconds,
+                               return_when=asyncio.FIRST_COMPLETED)
+            for waiter in (ended, gone):
+                waiter.cancel()
+            if trace.gone.is_set():
+                return DONE  # the reader went away (| head): nothing more to show
+            if not done.is_set():
                 failures.append(f"the checkout did not complete within {seconds:g} s")
             await platform.drain()
             await _delivered(list(peers.values()))
@@ -335,32 +347,66 @@ async def _delivered(peers: list[PeerExecutor], seconds: float = 5.0) -> None:
         await asyncio.wait_for(wait(), seconds)
 
 
-def _print_batch(protocol: Any, batch: Any) -> None:
+class _Trace:
+    """The demo's running output. A reader that goes away (``strabo demo | head``)
+    ends the demo at once, quietly: what it read was what it wanted."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.gone = asyncio.Event()
+
+    def __call__(self, text: str) -> None:
+        if self.gone.is_set():
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            silence_stdout()
+            self.gone.set()
+
+
+def _print_batch(trace: _Trace, batch: Any) -> None:
     for entry in batch.entries:
         instance = entry.instance
         keys = " ".join(f"{k}={v}" for k, v in instance.keys.items())
-        print(f"  #{batch.seq:<3} {instance.name:<17} by {entry.performer:<9} {keys}", flush=True)
+        trace(f"  #{batch.seq:<3} {instance.name:<17} by {entry.performer:<9} {keys}")
 
 
-def _print_http(event: Any) -> None:
+def _print_http(trace: _Trace, event: Any) -> None:
     status = event.status if event.status is not None else f"no answer ({event.error})"
     retry = f"  (try {event.attempt})" if event.attempt > 1 else ""
-    print(
+    trace(
         f"       HTTP {event.method:<5} {event.path:<60} {status}  {event.seconds * 1000:.1f} ms"
-        f"{retry}",
-        flush=True,
+        f"{retry}"
     )
 
 
-async def _reachable(url: str) -> bool:
+async def _profile_problem(url: str) -> tuple[str | None, int]:
+    """Why ``url`` is not a UCP merchant the demo can use (and the exit status:
+    1 when nothing answers, 2 when what answers is not a UCP merchant), or None.
+    Asked before the checkout starts, so that a wrong URL is one line naming the
+    request that failed, not a failed checkout."""
     import httpx
 
+    profile = url.rstrip("/") + "/.well-known/ucp"
     try:
         async with httpx.AsyncClient(timeout=5) as client:
-            response = await client.get(url.rstrip("/") + "/.well-known/ucp")
-        return response.status_code < 500
-    except httpx.HTTPError:
-        return False
+            response = await client.get(profile)
+    except httpx.HTTPError as exc:
+        return f"no UCP merchant answers at {url} ({type(exc).__name__}: {exc})", FAILED
+    if response.status_code != 200:
+        return (f"{url} is not a UCP merchant: GET /.well-known/ucp answered "
+                f"{response.status_code} {response.reason_phrase} (a UCP merchant publishes "
+                "its profile there)", USAGE)
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("ucp"), dict):
+        return (f"{url} is not a UCP merchant: GET /.well-known/ucp answered something "
+                "that is not a UCP profile (a JSON object with a 'ucp' object)", USAGE)
+    return None, DONE
 
 
 async def _session(url: str, checkout: str, hook: Any, request: Any) -> dict[str, Any]:
@@ -388,7 +434,9 @@ def _totals(session: dict[str, Any]) -> str:
     return (", ".join(parts) + f" {currency}").strip() or "(unknown)"
 
 
-def _testing(url: str, secret: str) -> Callable[[str, str, Any], Awaitable[None]]:
+def _testing(
+    url: str, secret: str, trace: _Trace
+) -> Callable[[str, str, Any], Awaitable[None]]:
     """A caller of the bundled merchant's testing endpoints, for --outcome."""
     import httpx
 
@@ -397,6 +445,6 @@ def _testing(url: str, secret: str) -> Callable[[str, str, Any], Awaitable[None]
             response = await client.request(method, f"/testing/{path}", json=body,
                                              headers={"Simulation-Secret": secret})
         response.raise_for_status()
-        print(f"       (merchant told: {method} /testing/{path})", flush=True)
+        trace(f"       (merchant told: {method} /testing/{path})")
 
     return call

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from syncserver.limits import Limits
 from typing import Any
 
+from syncserver.options import USAGE, count, port, positive
+
 DESCRIPTION = """\
 Run a SyncServer: the shared social state of every enactment of the
 multiagent systems (MASes) that the configuration file declares.
@@ -62,7 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--batch-window-ms",
-        type=float,
+        type=positive,
         metavar="N",
         help="how long a batch collects attempts, in milliseconds (default 20)",
     )
@@ -84,17 +86,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
-    parser.add_argument("--port", type=int, default=8300, help="port to listen on (default 8300)")
+    parser.add_argument("--port", type=port, default=8300, help="port to listen on (default 8300)")
     parser.add_argument(
         "--max-body",
-        type=int,
+        type=count,
         metavar="BYTES",
         help="largest request body accepted; larger ones get 413 (default: the config's "
         "max_body, else 1 MiB)",
     )
     parser.add_argument(
         "--max-connections",
-        type=int,
+        type=count,
         metavar="N",
         help="open connections at once; a request beyond gets 503 (default: the config's "
         "max_connections, else 10000)",
@@ -124,15 +126,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"strabo syncserver: invalid configuration:\n{exc}", file=sys.stderr)
         return 2
-    if args.batch_window_ms is not None and args.batch_window_ms <= 0:
-        print("strabo syncserver: --batch-window-ms must be positive", file=sys.stderr)
-        return 2
-    for option in ("max_body", "max_connections"):
-        value = getattr(args, option)
-        if value is not None and value <= 0:
-            name = "--" + option.replace("_", "-")
-            print(f"strabo syncserver: {name} must be positive", file=sys.stderr)
-            return 2
     limits = config.limits.replace(
         max_body=args.max_body, max_connections=args.max_connections
     )
@@ -160,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 f"strabo syncserver: cannot listen on {args.host}:{args.port}: {exc.strerror}",
                 file=sys.stderr,
             )
-            return 1
+            return USAGE  # a port in use, an address not ours: configuration
         try:
             await server.start()
         except StoreError as exc:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import uvicorn
@@ -23,6 +24,14 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.ready = asyncio.Event()
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # An embedded server is a part of a program, not the program: Ctrl-C is
+        # the program's to handle (it cancels the run, which stops this server
+        # last), not uvicorn's, which would stop this server under agents still
+        # using it, and raise the signal again later.
+        yield
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
@@ -30,10 +39,28 @@ class _Server(uvicorn.Server):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
+    """A port nobody listens on right now (the OS picks it), for a server started
+    on it later (once its URL is written in a configuration, say).
+
+    Meanwhile the OS could give the same port to another program asking for one,
+    or to an outgoing connection: on POSIX systems the port is left in TIME_WAIT
+    (a connection to it, closed on its side first), which keeps it out of the
+    OS's picks for a minute, while a server that sets SO_REUSEADDR (uvicorn,
+    asyncio, :func:`serve` and every strabo command do) binds it at once. A
+    connection to it is refused until then, as to any port nobody listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        if os.name == "posix":
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, 0))
+        port: int = listener.getsockname()[1]
+        if os.name == "posix":
+            with contextlib.suppress(OSError):  # then it is merely free
+                listener.listen(1)
+                listener.settimeout(5)
+                with socket.create_connection((host, port), timeout=5) as client:
+                    accepted, _ = listener.accept()
+                    accepted.close()  # closed on the server's side first: TIME_WAIT there
+                    client.recv(1)  # until its end has arrived
         return port
 
 
@@ -62,7 +89,6 @@ async def serve(
     }
     settings.update(config)
     server = _Server(uvicorn.Config(app, **settings))
-    server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
     task = asyncio.create_task(server.serve(sockets=[sock]))
     ready = asyncio.create_task(server.ready.wait())
     try:

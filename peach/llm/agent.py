@@ -224,7 +224,7 @@ class LLMAgent(_Acting):
                 listener = self._listener(index)
                 adapter.listeners.append(listener)
                 listeners.append((adapter, listener))
-                if not adapter._running:
+                if not adapter.running:
                     await adapter.start()
                     started.append(adapter)
                 for root in adapter.enactments():  # a restarted agent resumes its enactments

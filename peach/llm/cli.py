@@ -9,6 +9,8 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from syncserver.options import INTERRUPTED, count, port, positive
+
 DESCRIPTION = """\
 Run an LLM agent that enacts Langshaw protocols toward a goal in plain words.
 
@@ -90,7 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--mas", default="default", help="the MAS to join or serve (default: default)"
     )
     where.add_argument(
-        "--port", type=int, default=0,
+        "--port", type=port, default=0,
         help="with --embedded: the port to serve on (default: a free one)",
     )
     where.add_argument(
@@ -116,17 +118,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--provider openai (default: the provider's own API, or ANTHROPIC_BASE_URL / "
         "OPENAI_BASE_URL)",
     )
-    model.add_argument("--max-calls", type=int, default=50, metavar="N",
+    model.add_argument("--max-calls", type=count, default=50, metavar="N",
                        help="stop after N LLM calls (default 50)")
-    model.add_argument("--max-seconds", type=float, default=600.0, metavar="S",
+    model.add_argument("--max-seconds", type=positive, default=600.0, metavar="S",
                        help="stop after S seconds (default 600)")
-    model.add_argument("--max-tokens", type=int, default=500_000, metavar="N",
+    model.add_argument("--max-tokens", type=count, default=500_000, metavar="N",
                        help="stop after N tokens, in and out (default 500000)")
     model.add_argument("--transcript", metavar="FILE",
                        help="save every prompt, tool call and result as JSON")
     model.add_argument("-v", "--verbose", action="store_true",
                        help="log each decision and action as it happens")
-    model.add_argument("--inspect-port", type=int, metavar="PORT",
+    model.add_argument("--inspect-port", type=port, metavar="PORT",
                        help="serve GET /inspect on 127.0.0.1:PORT (0: a free port) while "
                        "running: roles, enabled actions, pending decisions, counters; "
                        "read it with 'strabo inspect URL'")
@@ -206,13 +208,6 @@ async def run_agent(
             f"--transcript {args.transcript}: the folder {Path(args.transcript).parent} "
             "does not exist"
         )
-    for value, option in ((args.max_calls, "--max-calls"), (args.max_seconds, "--max-seconds"),
-                          (args.max_tokens, "--max-tokens")):
-        if value <= 0:
-            raise UsageError(f"{option} must be positive")
-    for port, option in ((args.port, "--port"), (args.inspect_port, "--inspect-port")):
-        if port is not None and not 0 <= port <= 65535:
-            raise UsageError(f"{option} {port}: a TCP port is 0 (any free one) to 65535")
     budget = Budget(args.max_calls, args.max_seconds, args.max_tokens)
 
     async with contextlib.AsyncExitStack() as stack:
@@ -257,9 +252,20 @@ async def run_agent(
             if inspect.isawaitable(ready):
                 await ready
         loop = asyncio.get_running_loop()
+        interrupted: list[int] = []
+
+        def interrupt(sig: int) -> None:
+            interrupted.append(sig)
+            agent.stop("interrupted")
+
         with contextlib.suppress(NotImplementedError, RuntimeError):
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, agent.stop, "interrupted")
+                loop.add_signal_handler(sig, interrupt, sig)
+        plays = ", ".join(f"{a.role} in {a.protocol.name}" for a in adapters)
+        print(f"strabo agent: {name} plays {plays}; it acts when the protocol enables it, "
+              f"and stops at completion, after --max-seconds {args.max_seconds:g}, or on "
+              "Ctrl-C", flush=True)
+        notes = asyncio.create_task(_idle_notes(adapters))
         try:
             report = await agent.run()
         except LLMError as exc:
@@ -270,6 +276,7 @@ async def run_agent(
             print(f"strabo agent: {exc}{hint}", file=sys.stderr)
             return 1
         finally:
+            notes.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.remove_signal_handler(sig)
@@ -279,6 +286,8 @@ async def run_agent(
         print(f"  #{decision.number} {decision.kind:<8} {calls}")
     if args.transcript:
         print(f"  transcript: {args.transcript}")
+    if signal.SIGINT in interrupted:
+        return INTERRUPTED
     return 0 if report.ok else 1
 
 
@@ -431,6 +440,33 @@ def _printer(name: str) -> Callable[[Any, list[tuple[Any, ...]]], None]:
             print(f"  #{batch.seq:<4} {entry.instance.name:<22} by {who:<10} {keys}", flush=True)
 
     return show
+
+
+#: Seconds between the lines saying an agent still waits for others.
+IDLE_NOTE = 30.0
+
+
+async def _idle_notes(adapters: list[Any], every: float = IDLE_NOTE) -> None:
+    """While nothing is enabled for the agent, say so now and then: an agent whose
+    peers never join would otherwise wait in silence until --max-seconds."""
+    import asyncio
+    import time
+
+    started = time.monotonic()
+    while True:
+        await asyncio.sleep(every)
+        note = idle_note(adapters, time.monotonic() - started)
+        if note:
+            print(note, flush=True)
+
+
+def idle_note(adapters: list[Any], waited: float) -> str | None:
+    """The line for an agent with nothing enabled (None when it has something to do)."""
+    if any(a.running and a.enabled() for a in adapters):
+        return None
+    roles = ", ".join(a.role for a in adapters)
+    return (f"strabo agent: waited {waited:.0f} s; nothing is enabled for {roles} yet "
+            "(the other agents have not acted)")
 
 
 def _protocol_file(name: str) -> Path | None:

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
+from syncserver.options import port
+
 DESCRIPTION = """\
 Serve one agent's role in a Langshaw protocol as MCP (Model Context Protocol)
 tools, so that any MCP client (a desktop assistant, an IDE, another agent
@@ -43,7 +45,10 @@ Streamable HTTP, with a SyncServer in the process and the Purchase sample's
 seller and shipper joining it:
   strabo mcp --protocol purchase --role Buyer --embedded --syncserver-port 8300 \\
       --mas purchase --transport http --port 8765
-  python -m samples.purchase.seller      # in other shells, and the shipper
+  # the seller and the shipper join from other shells, e.g. as LLM agents:
+  strabo agent --protocol purchase --role Seller --mas purchase --goal "quote" \\
+      --syncserver http://127.0.0.1:8300 --token seller-secret
+  # (from a clone of the repository: python -m samples.purchase.seller)
   # then point an MCP client at http://127.0.0.1:8765/mcp
 
 docs/mcp.md explains the tools, hooks and secrets, and MCP tools as agent actions.
@@ -69,7 +74,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="serve a SyncServer in this process")
     where.add_argument("--mas", default="default",
                        help="the MAS to join or serve (default: default)")
-    where.add_argument("--syncserver-port", type=int, default=0, metavar="PORT",
+    where.add_argument("--syncserver-port", type=port, default=0, metavar="PORT",
                        help="with --embedded: the SyncServer's port (default: a free one)")
     where.add_argument(
         "--peer", action="append", metavar="NAME=ROLE", default=[],
@@ -82,7 +87,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="stdio (default) or http (streamable HTTP)")
     mcp.add_argument("--host", default="127.0.0.1",
                      help="with http: the address to listen on (default 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=0,
+    mcp.add_argument("--port", type=port, default=0,
                      help="with http: the port (default: a free one, printed)")
     mcp.add_argument("--path", default="/mcp", help="with http: the endpoint (default /mcp)")
     mcp.add_argument("--auth-token", metavar="T",
@@ -155,9 +160,6 @@ async def run_mcp(
         raise UsageError(f"--path {args.path!r} must start with '/'")
     if args.auth_token is not None and not args.auth_token.strip():
         raise UsageError("--auth-token is empty: it would let anyone in")
-    for option, port in (("--port", args.port), ("--syncserver-port", args.syncserver_port)):
-        if not 0 <= port <= 65535:
-            raise UsageError(f"{option} {port}: a port is 1 to 65535 (0: a free one)")
     if args.syncserver:
         check_syncserver_url(args.syncserver)
     attributes = {a for action in protocol.actions.values() for a in action.attributes}

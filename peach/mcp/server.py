@@ -127,7 +127,7 @@ class RoleServer:
         """Start the adapter (unless it runs) and listen to what it applies."""
         if self._listening:
             return
-        if not self.adapter._running:
+        if not self.adapter.running:
             await self.adapter.start()
             self._started = True
         self.adapter.listeners.append(self._on_batch)

@@ -31,10 +31,22 @@ UCP_VERSIONS = ("2026-01-11", "2026-04-08")
 Starlette and is therefore not imported here)."""
 
 
+def _port(text: str) -> int:
+    # syncserver.options.port, restated: the merchant stands alone (it is the
+    # third party the proxy talks to), so it imports nothing of the engine.
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value}: a port is 0 (any free one) to 65535")
+    return value
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     """Add the merchant's options to its subcommand parser."""
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
-    parser.add_argument("--port", type=int, default=8182, help="port to listen on (%(default)s)")
+    parser.add_argument("--port", type=_port, default=8182, help="port to listen on (%(default)s)")
     shop = parser.add_mutually_exclusive_group()
     shop.add_argument(
         "--catalog", metavar="FILE", help="catalog JSON file (default: the bundled flower shop)"

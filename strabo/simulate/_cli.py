@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from syncserver.options import count
+
 DESCRIPTION = """\
 Run a multiagent simulation from a scenario file (TOML): an embedded
 SyncServer, the agents it lists (coded policies, or LLM agents with a persona
@@ -48,7 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="where to write the report (default: [report] output, "
                              "else SCENARIO-report in the working directory)")
-    parser.add_argument("--rounds", type=int, metavar="N",
+    parser.add_argument("--rounds", type=count, metavar="N",
                         help="the round limit, instead of the scenario's [rounds] limit")
     parser.add_argument("--http", action="store_true",
                         help="serve the SyncServer on a loopback port and connect the agents "

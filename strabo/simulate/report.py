@@ -87,11 +87,33 @@ def write_report(result: SimulationResult, directory: str | Path) -> dict[str, P
     return written
 
 
+#: The widest a column is padded to; a longer cell (an LLM's words) runs over.
+MAX_WIDTH = 40
+
+
 def markdown_table(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    lines = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        lines.append("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |")
-    return "\n".join(lines) + "\n"
+    """A Markdown table that reads as a table in a terminal too: each column
+    padded to its widest cell (up to MAX_WIDTH), numbers aligned right."""
+    header = [_cell(c) for c in columns]
+    body = [[_cell(row.get(c)) for c in columns] for row in rows]
+    numeric = [
+        bool(rows) and all(isinstance(row.get(c), int | float | type(None))
+                           and not isinstance(row.get(c), bool) for row in rows)
+        for c in columns
+    ]
+    widths = [
+        min(MAX_WIDTH, max([3, len(header[i]), *(len(cells[i]) for cells in body)]))
+        for i in range(len(columns))
+    ]
+
+    def line(cells: list[str]) -> str:
+        padded = (c.rjust(w) if right else c.ljust(w)
+                  for c, w, right in zip(cells, widths, numeric, strict=True))
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if right else "-" * (w + 2)
+                          for w, right in zip(widths, numeric, strict=True)) + "|"
+    return "\n".join([line(header), rule, *(line(cells) for cells in body)]) + "\n"
 
 
 #: What a spreadsheet would take a cell starting with for a formula.

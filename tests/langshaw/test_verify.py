@@ -300,7 +300,11 @@ def protocols(draw: st.DrawFn) -> str:
     return text
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized: the same 60 protocols every run, so that the suite is never
+# flaky (a random run once failed a health check under load); the differential
+# benchmark (bench/verify_differential.py) explores new random protocols by seed.
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(text=protocols())
 def test_the_reduction_reaches_every_deadlock_of_random_protocols(text: str) -> None:
     try:

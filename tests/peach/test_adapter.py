@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from langshaw import ActionInstance
-from peach import ActionRejected, BindError, ExecutorError, FeasibleAction, PeachAdapter
+from peach import (
+    ActionRejected,
+    BindError,
+    ExecutorError,
+    FeasibleAction,
+    HandlerError,
+    PeachAdapter,
+)
 from tests.conftest import LINE_ITEMS, ORDER, PAYMENT_DATA, load
 from tests.harness import Harness, until
 
@@ -207,6 +214,7 @@ async def test_a_failing_handler_is_logged_and_the_adapter_goes_on(
 ) -> None:
     async with Harness(kind, [SIMPLE], AGENTS) as h:
         platform = h.adapter("platform", "Platform")
+        platform.handler_errors = "log"  # the default, "stop", ends the block instead
         calls: list[str] = []
         done = asyncio.Event()
 
@@ -406,3 +414,80 @@ async def test_restart_catches_up_silently_and_resumes_with_on_enabled(kind: str
             )
             assert observed == []
             assert [i.name for _, i, _ in restarted.history(one.keys)] == ["Create", "Created"]
+
+
+async def test_a_handler_that_raises_stops_the_agent_with_its_error(kind: str) -> None:
+    """The default: an agent waiting for a completion its failed handler will never
+    bring about is not left waiting; ``async with`` ends with HandlerError."""
+    async with Harness(kind, [SIMPLE], AGENTS) as h:
+        platform = h.adapter("platform", "Platform")
+        done = asyncio.Event()
+
+        @platform.on_enabled("Create")
+        async def create(fa: Any) -> None:
+            await platform.attempt([fa.bind(**{**CREATE, "discount_codes": None})])
+
+        with pytest.raises(HandlerError) as caught:
+            async with asyncio.timeout(60), platform:  # without the stop: TimeoutError
+                await done.wait()  # would wait forever
+        assert isinstance(caught.value.__cause__, BindError)
+        assert "handler test_a_handler_that_raises_stops_the_agent_with_its_error" in str(
+            caught.value
+        )
+        assert not platform.running and platform.counters["handler errors"] == 1
+
+
+async def test_run_ends_with_a_handler_failure_too() -> None:
+    async with Harness("local", [SIMPLE], AGENTS) as h:
+        platform = h.adapter("platform", "Platform")
+
+        @platform.on_enabled("Create")
+        async def create(fa: Any) -> None:
+            raise RuntimeError("no stock")
+
+        with pytest.raises(HandlerError, match="RuntimeError: no stock"):
+            async with asyncio.timeout(60):
+                await platform.run()
+
+
+async def test_a_cancelled_block_cancels_its_handlers_at_once() -> None:
+    """Ctrl-C (the run cancelled) does not wait out the stop's grace for handlers."""
+    async with Harness("local", [SIMPLE], AGENTS) as h:
+        platform = h.adapter("platform", "Platform")
+        started, cancelled = asyncio.Event(), asyncio.Event()
+        graces: list[float] = []
+        stop = platform.stop
+
+        async def spy(grace: float = 5.0) -> None:
+            graces.append(grace)
+            await stop(grace)
+
+        platform.stop = spy  # type: ignore[method-assign]
+
+        @platform.on_enabled("Create")
+        async def slow(fa: Any) -> None:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        async def body() -> None:
+            async with platform:
+                await asyncio.Event().wait()
+
+        task = asyncio.create_task(body())
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert graces == [0] and cancelled.is_set()
+
+
+async def test_handler_errors_takes_stop_or_log() -> None:
+    async with Harness("local", [SIMPLE], AGENTS) as h:
+        platform = h.adapter("platform", "Platform")
+        assert platform.handler_errors == "stop"
+        with pytest.raises(ValueError, match="'stop' or 'log'"):
+            platform.handler_errors = "ignore"  # type: ignore[assignment]

@@ -150,6 +150,7 @@ async def test_a_coded_action_or_a_listener_that_raises_does_not_stop_the_role()
             await business.attempt([fa.bind(id="chk", totals=[], payment={})])
 
         business.adopt(spec)
+        business.handler_errors = "log"
         changed = asyncio.Event()
 
         def fussy(batch: Any, newly: Any) -> None:

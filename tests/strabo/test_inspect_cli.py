@@ -160,4 +160,4 @@ async def test_a_reader_that_stops_early_gets_no_traceback(as_json: bool) -> Non
             os.close(write)
         _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert err.decode() == ""  # no traceback, no "Exception ignored" at exit
-    assert proc.returncode == 1
+    assert proc.returncode == 0  # the reader went away: not a failure of the work

@@ -249,5 +249,5 @@ def test_an_inspection_port_out_of_range_is_a_usage_error() -> None:
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=60,
     )
     assert done.returncode == 2, done.stderr
-    assert "--inspect-port 70000: a TCP port is 0 (any free one) to 65535" in done.stderr
+    assert "argument --inspect-port: 70000: a port is 0 (any free one) to 65535" in done.stderr
     assert "Traceback" not in done.stderr

@@ -78,7 +78,7 @@ def test_help_explains_the_command():
           "--transcript", "/nonexistent/t.json"],
          "--transcript /nonexistent/t.json: the folder /nonexistent does not exist"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
-          "--max-calls", "0"], "--max-calls must be positive"),
+          "--max-calls", "0"], "argument --max-calls: 0: must be a positive whole number"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--provider", "openai"], "--provider openai needs --model"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",

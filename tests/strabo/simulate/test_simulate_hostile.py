@@ -262,7 +262,9 @@ async def test_what_agents_say_cannot_break_the_report(tmp_path: Path) -> None:
     table = files["table"].read_text(encoding="utf-8").splitlines()
     assert len(table) == 3  # the header, the rule, and one row on one line
     # Backslashes escaped first, so that no value can unescape a pipe.
-    assert table[2] == ('| 1 | a$\\\\frac{1$b | =HYPERLINK("http://evil") \\| two \\| cells ☕ |')
+    assert table[2] == (
+        '|     1 | a$\\\\frac{1$b | =HYPERLINK("http://evil") \\| two \\| cells ☕ |'
+    )
     assert files["chart"].stat().st_size > 0  # drawn: the $ are text, not TeX
 
 

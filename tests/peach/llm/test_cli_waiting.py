@@ -1,0 +1,46 @@
+"""``strabo agent`` says what it waits for, and Ctrl-C is status 130."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from langshaw import LangshawProtocol
+from peach import LocalExecutor, PeachAdapter
+from peach.llm.cli import idle_note
+from syncserver import SyncServer
+from tests.conftest import PROTOCOLS, ROOT
+
+
+async def test_ctrl_c_stops_the_agent_with_status_130() -> None:
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "strabo.cli", "agent", "--protocol", "purchase", "--role",
+        "Seller", "--goal", "sell", "--embedded", cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    while True:  # the line that says what the agent waits for, then Ctrl-C
+        line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
+        assert line, "the agent ended before saying what it waits for"
+        if "seller plays Seller in Purchase; it acts when the protocol enables it" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 130, err
+    assert "stopped: interrupted" in out.decode() and b"Traceback" not in err
+
+
+async def test_an_agent_with_nothing_enabled_says_so() -> None:
+    protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    server = SyncServer.embedded([protocol], {"s": ["Seller"], "b": ["Buyer"]})
+    seller = PeachAdapter("s", protocol, "Seller", LocalExecutor(server))
+    buyer = PeachAdapter("b", protocol, "Buyer", LocalExecutor(server))
+    async with seller, buyer:
+        assert idle_note([seller], 30.4) == (
+            "strabo agent: waited 30 s; nothing is enabled for Seller yet (the other agents "
+            "have not acted)"
+        )
+        assert idle_note([buyer], 30) is None  # it may open an enactment: no note
