@@ -56,6 +56,8 @@ async def test_a_syncserver_lists_its_agents(capsys: pytest.CaptureFixture[str])
             assert code == 1 and "answered 401" in err
             code, _, err = await inspect(capsys, h.url, "--token", "business-token", "--mas", "x")
             assert code == 1 and "answered 404" in err and "'x'" in err
+            assert err.rstrip().endswith("(give the MAS your agent belongs to with --mas NAME: "
+                                         "a [mas.NAME] table of the server's configuration)")
 
 
 async def test_an_agent_shows_its_role(capsys: pytest.CaptureFixture[str]) -> None:
