@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from syncserver.limits import Limits
 from typing import Any
 
-from syncserver.options import USAGE, count, port, positive
+from syncserver.options import INTERRUPTED, USAGE, count, port, positive
 
 DESCRIPTION = """\
 Run a SyncServer: the shared social state of every enactment of the
@@ -140,10 +143,29 @@ def run(args: argparse.Namespace) -> int:
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
+    received: list[int] = []  # the signals that stopped the server
+
     class Uvicorn(uvicorn.Server):
         async def shutdown(self, sockets: list[Any] | None = None) -> None:
             server.close_streams()  # end event streams first, or they hold the shutdown
             await super().shutdown(sockets=sockets)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # SIGINT and SIGTERM end serve() gracefully, and that is all: uvicorn
+            # would raise the signal again once serve() returns, killing the
+            # process before server.stop() checkpoints the store.
+            def stop(sig: int, frame: Any) -> None:
+                received.append(sig)
+                self.handle_exit(sig, frame)
+
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, stop) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
 
     async def main() -> int:
         try:
@@ -180,9 +202,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             await uv.serve(sockets=[listener])
         finally:
-            await server.stop()
+            await server.stop()  # the SQLite store checkpoints its WAL here
             listener.close()
-        return 0
+        print("strabo syncserver: stopped", file=sys.stderr, flush=True)
+        # Ctrl-C is "interrupted", as for every verb; SIGTERM asks for a stop.
+        return INTERRUPTED if signal.SIGINT in received else 0
 
     return asyncio.run(main())
 
