@@ -139,7 +139,10 @@ class Ledger(LogReader):
             self._window.append((attempt, future))
             if self._window_task is None:
                 self._window_task = asyncio.create_task(self._close_window())
-            return await future
+            # A caller that stops waiting (cancelled) does not withdraw the attempt,
+            # as under the instant policy: it is finalized with its window, and a
+            # resend of its id gets its answer.
+            return await asyncio.shield(future)
         violation = self.state.attempt(attempt.instances, attempt.roles)
         if violation is not None:
             replay = await self._replay(attempt)
@@ -235,10 +238,12 @@ class Ledger(LogReader):
                     await committing
             except ServiceError as exc:
                 for _, future in accepted:
-                    future.set_exception(exc)
+                    if not future.done():
+                        future.set_exception(exc)
             else:
                 for (_, future), receipt in zip(accepted, receipts, strict=True):
-                    future.set_result(receipt)
+                    if not future.done():
+                        future.set_result(receipt)
         await self.answer_rejected(rejected)
 
     def check_window(self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]) -> (

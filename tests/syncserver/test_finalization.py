@@ -314,3 +314,31 @@ async def test_a_failed_sqlite_commit_is_reported_and_forgotten(tmp_path) -> Non
     async with again as h:
         ledger = h.server.ledgers[("default", "SimpleUCP")]
         assert ledger.committed_seq == 1 and len(ledger.state) == 1
+
+
+async def test_a_cancelled_attempt_in_a_batched_window_loses_no_other_answer() -> None:
+    """An agent that stops waiting (LLMAgent.stop(), a budget) cancels its attempt
+    in a window; the window is still finalized, the other attempt answered, and
+    the cancelled one committed: its resend gets its receipt (issue 31, item 5)."""
+    server = SyncServer.embedded(
+        [PURCHASE], {"b": ["Buyer"], "c": ["Buyer"]}, policy="batched", batch_window_ms=50
+    )
+    async with server, asyncio.timeout(30):  # the bug: the other answer never came
+        b, c = server.agent("default", "b"), server.agent("default", "c")
+
+        def rfq(agent: Any, qid: str) -> asyncio.Task[Any]:
+            instance = ActionInstance(PURCHASE.action("RFQ"), {"ID": qid, "item": "pen",
+                                                                "budget": 9})
+            return asyncio.create_task(
+                server.attempt("default", "Purchase", agent, [instance], attempt_id=f"a-{qid}")
+            )
+
+        gives_up, waits = rfq(b, "p1"), rfq(c, "p2")
+        await asyncio.sleep(0)  # one turn: both tasks reach the window without suspending
+        ledger = server.ledgers[("default", "Purchase")]
+        assert len(ledger._window) == 2
+        gives_up.cancel()
+        receipt = await waits
+        assert sorted(e.instance["ID"] for e in receipt.batch.entries) == ["p1", "p2"]
+        again = await rfq(b, "p1")  # the same id, resent: answered from the log
+        assert again.batch.seq == receipt.batch.seq
