@@ -446,11 +446,9 @@ class RoleServer:
 
     async def serve_stdio(self) -> None:
         """Serve one client over this process's stdin and stdout, until it closes stdin."""
-        from mcp.server.stdio import stdio_server
+        from peach.mcp._stdio import serve_stdio
 
-        server = self.mcp_server()
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        await serve_stdio(self.mcp_server())
 
     def http_app(
         self, *, path: str = "/mcp", host: str = "127.0.0.1", token: str | None = None
