@@ -1,5 +1,6 @@
 """What the SyncServer benchmarks share: one UCP checkout's steps, request
-bodies, a server process that says where it listens, percentiles.
+bodies, the agents' HTTP client, a server process that says where it listens,
+percentiles.
 
 ``bench/syncserver.py`` and ``bench/_scaleout.py`` both use it (neither imports
 the other's module for it).
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+from syncserver.client import LeanClient
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = ROOT / "protocols" / "atomic-ucp.lsh"
@@ -87,6 +91,21 @@ def steps(cid: str) -> list[tuple[str, str, dict[str, Any]]]:
 
 def body(*instances: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     return {"instances": [{"action": a, "bindings": b} for a, b in instances]}
+
+
+def encoded(payload: Any) -> bytes:
+    """A request body as JSON, encoded ahead of a timed request (``content=``)."""
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def client(host: str, port: int, token: str | None = None) -> LeanClient:
+    """The load generator's client: ``syncserver.client``'s lean one (keep-alive
+    HTTP/1.1, ``syncserver/http1.py``), always, so that the client does not
+    measure itself (httpx costs more CPU per request than the servers under test;
+    ``open_client`` could pick it for a proxy the environment names). With a
+    ``token``, every request carries it as the agent's bearer token."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return LeanClient(f"http://{host}:{port}", 30.0, headers)
 
 
 @contextlib.asynccontextmanager

@@ -67,7 +67,14 @@ class Tally:
 async def server_process(
     config: Path, db: Path, *options: str
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """``strabo syncserver`` in its own process; yields it and its URL."""
+    """``strabo syncserver`` in its own process; yields it and its URL.
+
+    Its standard error is read all along (the last 8 kB kept, for the message if it
+    does not start): a server under hostile load may log a great deal (asyncio's
+    "socket.send() raised exception." for each write to a stream the client
+    aborted: hundreds of kB in the sse part of bench/soak.py), and a pipe nobody
+    reads would block it in its first write past the pipe's buffer, then
+    ``proc.wait()`` after the kill, which waits for the pipes to close."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -87,18 +94,31 @@ async def server_process(
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+    assert proc.stdout is not None and proc.stderr is not None
+    tail = bytearray()
+    drain = asyncio.create_task(_drain(proc.stderr, tail))
     try:
-        assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 60)
         match = re.search(r"listening on (http://\S+)", line.decode())
         if match is None:
-            error = (await proc.stderr.read()).decode() if proc.stderr else ""
-            raise RuntimeError(f"the SyncServer did not start: {line!r} {error[-2000:]}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 10)
+            raise RuntimeError(
+                f"the SyncServer did not start: {line!r} {tail.decode(errors='replace')[-2000:]}"
+            )
         yield proc, match.group(1)
     finally:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+        await drain
+
+
+async def _drain(stream: asyncio.StreamReader, tail: bytearray, keep: int = 8192) -> None:
+    """Read ``stream`` to its end, keeping its last ``keep`` bytes in ``tail``."""
+    while chunk := await stream.read(65536):
+        tail += chunk
+        del tail[:-keep]
 
 
 async def _agent(url: str, name: str, tally: Tally, stop: asyncio.Event, run: str) -> None:

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._checkout import PROTOCOL, ROOT, body, percentile, process, steps
-from bench._http import Connection
+from bench._checkout import PROTOCOL, ROOT, body, client, encoded, percentile, process, steps
+from syncserver.client import LeanClient
 
 
 @dataclass
@@ -86,30 +86,28 @@ def setups(directory: Path, url: str, instances: Sequence[int], agents: int) -> 
 async def latency(all_setups: list[Setup], n: int, run: str) -> dict[str, list[float]]:
     """One sequential agent per set-up, one request each in turn."""
     times: dict[str, list[float]] = {s.name: [] for s in all_setups}
-    conns: dict[str, list[dict[str, Connection]]] = {}
+    clients: dict[str, list[dict[str, LeanClient]]] = {}
     for setup in all_setups:
-        conns[setup.name] = [
-            {a: await Connection(h, p, None if not setup.mas else a).open()
-             for a in ("platform", "business")}
+        clients[setup.name] = [
+            {a: client(h, p, None if not setup.mas else a) for a in ("platform", "business")}
             for h, p in setup.targets
         ]
     step = 0
     for i in range(n // 4):
         for agent, action, bindings in steps(f"{run}-{i}"):
-            payload = body((action, bindings))
+            payload = encoded(body((action, bindings)))  # before the clock: time the round trip
             for setup in all_setups:
-                pool = conns[setup.name]
-                conn = pool[step % len(pool)][agent]
-                request = conn.prepare("POST", setup.path(), payload)
+                pool = clients[setup.name]
+                each = pool[step % len(pool)][agent]
                 start = time.perf_counter()
-                status, raw = await conn.send(request)
+                answer = await each.request("POST", setup.path(), content=payload)
                 times[setup.name].append(time.perf_counter() - start)
-                assert status == 200, raw
+                assert answer.status_code == 200, answer.text
             step += 1
-    for pool in conns.values():
-        for agent_conns in pool:
-            for conn in agent_conns.values():
-                await conn.close()
+    for pool in clients.values():
+        for agent_clients in pool:
+            for each in agent_clients.values():
+                await each.aclose()
     return times
 
 
@@ -124,16 +122,15 @@ async def throughput(
 
     async def run(setup: Setup, i: int, deadline: float, j0: int) -> int:
         host, port = setup.targets[i % len(setup.targets)]
-        conn = await Connection(host, port, f"a{i}" if setup.mas else None).open()
+        agent = client(host, port, f"a{i}" if setup.mas else None)
         done, j = 0, j0
         while time.perf_counter() < deadline:
             for _, action, bindings in steps(f"t{i}-{j}"):
-                request = conn.prepare("POST", setup.path(), body((action, bindings)))
-                status, raw = await conn.send(request)
-                assert status == 200, raw
+                answer = await agent.request("POST", setup.path(), body((action, bindings)))
+                assert answer.status_code == 200, answer.text
                 done += 1
             j += 1
-        await conn.close()
+        await agent.aclose()
         return done
 
     for k in range(slices):

@@ -7,7 +7,9 @@ The bundled merchant runs in its own process. The direct client makes, for each
 checkout, the requests the Business proxy makes (POST the session, PUT the
 destination, PUT the shipping option, POST complete) with httpx and the same
 headers; so does a second direct client, with the lean HTTP/1.1 client the proxy
-itself uses (syncserver/http1.py). The first is the issue's yardstick (what a
+itself uses (``syncserver.client.LeanClient``, over syncserver/http1.py); both
+through the project's one client interface (``syncserver.client``, httpx's as
+``HttpxClient``). The first is the issue's yardstick (what a
 platform would write by hand); the second tells what the bridge costs beyond the
 choice of HTTP client. The Peach pipeline runs the SimpleUCP Platform agent and the Business
 proxy of strabo/ucp, with the SyncServer
@@ -40,8 +42,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-import httpx  # noqa: E402
-
 from bench.syncserver import process, syncserver_command  # noqa: E402
 from langshaw import LangshawProtocol  # noqa: E402
 from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
@@ -54,7 +54,8 @@ from strabo.ucp.platform_agent import (  # noqa: E402
     SAMPLE_LINE_ITEMS,
     SAMPLE_PAYMENT_DATA,
 )
-from syncserver import SyncServer, http1  # noqa: E402
+from syncserver import SyncServer  # noqa: E402
+from syncserver.client import Client, HttpxClient, LeanClient  # noqa: E402
 
 #: Attempts on a checkout's path, each a hop through the SyncServer to the other
 #: agent: Create, Created, Complete, Completed.
@@ -80,28 +81,21 @@ async def merchant_process():
 
 
 class Direct:
-    """Checkouts with httpx (or, if ``lean``, syncserver/http1.py), sending the
-    requests the proxy would send."""
+    """Checkouts with httpx (or, if ``lean``, the lean client the proxy uses),
+    sending the requests the proxy would send."""
 
     def __init__(self, url: str, lean: bool = False) -> None:
         self.url = url
-        self.client = httpx.AsyncClient(timeout=10)
-        self.lean = http1.Client(url, timeout=10) if lean else None
+        self.client: Client = LeanClient(url, 10) if lean else HttpxClient(url, 10, None)
 
     async def send(self, method: str, path: str, body: Any) -> Any:
         headers = self.headers(method, self.url + path, body)
-        if self.lean is not None:
-            answer = await self.lean.request(method, path, json_body=body, headers=headers)
-            assert answer.status < 300, answer.text
-            return answer.json()
-        response = await self.client.request(method, self.url + path, json=body, headers=headers)
-        assert response.status_code < 300, response.text
-        return response.json()
+        answer = await self.client.request(method, path, body, headers)
+        assert answer.status_code < 300, answer.text
+        return answer.json()
 
     async def aclose(self) -> None:
         await self.client.aclose()
-        if self.lean is not None:
-            await self.lean.aclose()
 
     def headers(self, method: str, target: str, body: Any) -> dict[str, str]:
         return ucp_header_hook(ProxyRequest("direct", method, target, body, _uuid(), 1))
@@ -238,22 +232,20 @@ async def compare(
 
 
 async def client_cost(host: str, port: int) -> tuple[float, float]:
-    """Median round trip of one small POST with httpx and with bench/_http.py."""
-    from bench._http import Connection
-
+    """Median round trip of one small POST (its answer parsed) with httpx and with
+    the lean client, both through ``syncserver.client``."""
     body = {"instances": [{"action": "Create", "bindings": {"cid": "x", "line_items": [1, 2]}}]}
+    url = f"http://{host}:{port}"
+    clients: list[Client] = [HttpxClient(url, 5, None), LeanClient(url, 5)]
     timings: list[list[float]] = [[], []]
-    async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
-        connection = await Connection(host, port).open()
-        for i in range(1200):
+    for i in range(1200):
+        for client, spent in zip(clients, timings, strict=True):
             start = time.perf_counter()
-            (await client.post("/echo", json=body)).json()
-            middle = time.perf_counter()
-            await connection.request("POST", "/echo", body)
+            (await client.request("POST", "/echo", body)).json()
             if i >= 200:
-                timings[0].append(middle - start)
-                timings[1].append(time.perf_counter() - middle)
-        await connection.close()
+                spent.append(time.perf_counter() - start)
+    for client in clients:
+        await client.aclose()
     return statistics.median(timings[0]), statistics.median(timings[1])
 
 
@@ -355,9 +347,9 @@ async def main(quick: bool) -> None:
         print()
     print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
     print(
-        f"    httpx {with_httpx * 1e3:.2f} ms, a minimal HTTP/1.1 client {minimal * 1e3:.2f} ms "
-        "(the SyncExecutor and the proxy use the second kind, syncserver/http1.py; the "
-        "executor's attempts ride its channel)"
+        f"    httpx {with_httpx * 1e3:.2f} ms, the lean HTTP/1.1 client {minimal * 1e3:.2f} ms "
+        "(syncserver.client; the SyncExecutor and the proxy use the second, syncserver/http1.py; "
+        "the executor's attempts ride its channel)"
     )
     print()
     print("What any server process costs: one line through a bare relay process, median:")

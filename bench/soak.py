@@ -1,7 +1,7 @@
 """SyncServer soak: hostile load that the test suite runs only briefly.
 
-    .venv/bin/python bench/soak.py            # everything (about 4 minutes)
-    .venv/bin/python bench/soak.py --quick    # smaller counts (under a minute)
+    .venv/bin/python bench/soak.py            # everything (about six minutes)
+    .venv/bin/python bench/soak.py --quick    # smaller counts (under two minutes)
     .venv/bin/python bench/soak.py --only sse # one part: stream, kill, sse, slowloris
 
 Parts (docs/performance.md quotes the figures):
@@ -33,8 +33,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # not bench/: this file's name would hide the packages
 
-import httpx  # noqa: E402
-
 from bench._hostile import (  # noqa: E402
     CREATE,
     PATH,
@@ -48,8 +46,13 @@ from bench._hostile import (  # noqa: E402
     rss,
     server_process,
 )
+from syncserver.client import open_client  # noqa: E402
 
 MiB = 2**20
+#: A Create's line items of about 40 kB, in the shape the protocol's
+#: ``ucp/line_items.json`` requires (``{"item": {"id": ...}, "quantity": ...}``):
+#: one line item whose product id is 40,000 characters long.
+BIG_LINE_ITEMS = [{"item": {"id": "x" * 40_000, "title": "Roses"}, "quantity": 1}]
 
 
 def say(text: str) -> None:
@@ -124,8 +127,9 @@ async def sse_part(directory: Path, streams: int, batches: int, rounds: int = 3)
     async with server_process(config, directory / "sse.db") as (proc, url):
         host, port = url.removeprefix("http://").split(":")
         headers = {"Authorization": "Bearer p0-token"}
-        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
-            await client.get("/health")
+        client = open_client(url, 30, headers=headers)
+        try:
+            await client.request("GET", "/health")
             start = rss(proc.pid)
             say(f"   server at start: {start / MiB:6.1f} MiB")
             settled = start
@@ -135,11 +139,10 @@ async def sse_part(directory: Path, streams: int, batches: int, rounds: int = 3)
                     held.append(await open_stream(host, int(port), f"p{i % agents}-token"))
                 connected = peak = rss(proc.pid)
                 for n in range(batches):
-                    bindings = {**CREATE, "cid": f"big{round_}-{n}",
-                                "line_items": [{"id": "x" * 40_000, "quantity": 1}]}
+                    bindings = {**CREATE, "cid": f"big{round_}-{n}", "line_items": BIG_LINE_ITEMS}
                     body = {"instances": [{"action": "Create", "bindings": bindings}]}
-                    response = await client.post(f"{PATH}/attempts", json=body)
-                    assert response.status_code == 200, response.text
+                    answer = await client.request("POST", f"{PATH}/attempts", body)
+                    assert answer.status_code == 200, answer.text
                     if n % 10 == 0:
                         peak = max(peak, rss(proc.pid))
                 for _ in range(10):  # the server pushes what the sockets take; sample it
@@ -150,7 +153,7 @@ async def sse_part(directory: Path, streams: int, batches: int, rounds: int = 3)
                 streams_left = -1
                 for _ in range(100):  # until the server has freed every stream
                     await asyncio.sleep(0.1)
-                    streams_left = (await client.get("/health")).json()["streams"]
+                    streams_left = (await client.request("GET", "/health")).json()["streams"]
                     if streams_left == 0:
                         break
                 await asyncio.sleep(2)  # the server returns freed pages 1 s after a burst
@@ -162,6 +165,8 @@ async def sse_part(directory: Path, streams: int, batches: int, rounds: int = 3)
                     ok = ok and peak < 300 * MiB and after < settled * 1.15
                 ok = ok and streams_left == 0
                 settled = after if round_ == 1 else settled
+        finally:
+            await client.aclose()
     return ok
 
 

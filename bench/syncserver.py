@@ -42,11 +42,12 @@ from bench._checkout import (  # noqa: E402
     BASE,
     PROTOCOL,
     body,
+    client,
+    encoded,
     percentile,
     process,
     steps,
 )
-from bench._http import Connection  # noqa: E402
 from langshaw import ActionInstance, LangshawProtocol, SocialState  # noqa: E402
 
 
@@ -85,25 +86,22 @@ async def latency(
     """One sequential agent on each server, their requests interleaved one to one so
     that both see the same machine (a VM's speed drifts from one second to the next).
     Echo requests carry the same bodies as the attempts."""
-    echo_conn = await Connection(*echo).open()
-    agents = {a: await Connection(*sync, a).open() for a in ("platform", "business")}
+    echo_client = client(*echo)
+    agents = {a: client(*sync, a) for a in ("platform", "business")}
     echo_times, sync_times = [], []
     for i in range(n // 4):
         for agent, action, bindings in steps(f"{run}-{i}"):
-            payload = body((action, bindings))
-            request = echo_conn.prepare("POST", "/echo", payload)
+            payload = encoded(body((action, bindings)))  # before the clock: time the round trip
             start = time.perf_counter()
-            status, _ = await echo_conn.send(request)
+            answer = await echo_client.request("POST", "/echo", content=payload)
             echo_times.append(time.perf_counter() - start)
-            assert status == 200
-            conn = agents[agent]
-            request = conn.prepare("POST", BASE, payload)
+            assert answer.status_code == 200, answer.text
             start = time.perf_counter()
-            status, raw = await conn.send(request)
+            answer = await agents[agent].request("POST", BASE, content=payload)
             sync_times.append(time.perf_counter() - start)
-            assert status == 200, raw
-    for conn in (echo_conn, *agents.values()):
-        await conn.close()
+            assert answer.status_code == 200, answer.text
+    for each in (echo_client, *agents.values()):
+        await each.aclose()
     return echo_times, sync_times
 
 
@@ -121,16 +119,16 @@ async def throughput(
 
     async def run(target: str, i: int, deadline: float, j0: int) -> int:
         host, port = echo if target == "echo" else sync
-        conn = await Connection(host, port, None if target == "echo" else f"a{i}").open()
+        agent = client(host, port, None if target == "echo" else f"a{i}")
         done, j = 0, j0
         while time.perf_counter() < deadline:
             for _, action, bindings in steps(f"t{i}-{j}"):
                 path = "/echo" if target == "echo" else BASE
-                status, raw = await conn.send(conn.prepare("POST", path, body((action, bindings))))
-                assert status == 200, raw
+                answer = await agent.request("POST", path, body((action, bindings)))
+                assert answer.status_code == 200, answer.text
                 done += 1
             j += 1
-        await conn.close()
+        await agent.aclose()
         return done
 
     for k in range(slices):
@@ -246,7 +244,7 @@ async def memory(
     host: str, port: int, pid: int, actions: int, prefix: str = "m"
 ) -> tuple[int, int, int]:
     """(rss before, rss after, JSON bytes of the actions) for ``actions`` more actions."""
-    conns = {a: await Connection(host, port, a).open() for a in ("platform", "business")}
+    agents = {a: client(host, port, a) for a in ("platform", "business")}
     before = rss(pid)
     size = 0
     chunk = 10
@@ -260,13 +258,11 @@ async def memory(
                 len(json.dumps({"action": a, "bindings": b}, separators=(",", ":")))
                 for a, b in instances
             )
-            status, raw = await conns[agent].send(
-                conns[agent].prepare("POST", BASE, body(*instances))
-            )
-            assert status == 200, raw
+            answer = await agents[agent].request("POST", BASE, body(*instances))
+            assert answer.status_code == 200, answer.text
     after = rss(pid)
-    for conn in conns.values():
-        await conn.close()
+    for each in agents.values():
+        await each.aclose()
     return before, after, size
 
 
