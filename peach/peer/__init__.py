@@ -7,7 +7,7 @@ transport carries messages between them (HTTP by default, or a
 server: the HTTP endpoint is started, with Starlette, when an agent starts.
 """
 
-from peach.peer._store import PeerStore, PeerStoreError, Refusal, SQLitePeerStore
+from peach.peer._store import PeerStore, PeerStoreError, Refusal, SQLitePeerStore, Verdict
 from peach.peer.directory import Directory, Peer
 from peach.peer.executor import PeerExecutor
 from peach.peer.transport import Faults, HTTPTransport, MemoryNetwork, Transport, Unreachable
@@ -25,4 +25,5 @@ __all__ = [
     "SQLitePeerStore",
     "Transport",
     "Unreachable",
+    "Verdict",
 ]

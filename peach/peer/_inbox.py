@@ -5,6 +5,12 @@ with its secret) and parsed; then each message in it is, in turn, recognized
 as a duplicate, kept waiting until its whole context is here, or checked with
 ``langshaw.decentralized.receivable`` and accepted or refused. A message that
 waits is released as soon as the last instance of its context is accepted.
+
+A refusal is final: its verdict is written to the store before the sender
+hears of it, and given again if the message comes again, after a restart too;
+a message that follows a refused instance is refused in turn. A message that
+no log could hold (a NaN, an infinity, a key that is a list) is refused at
+once, never answered ``busy``, which would have its sender send it forever.
 """
 
 from __future__ import annotations
@@ -16,20 +22,30 @@ from typing import Any
 from pydantic import ValidationError
 
 from langshaw import ActionInstance
-from langshaw.decentralized import Identity, decode_identity, identity, missing, receivable
-from langshaw.values import json_equal
+from langshaw.decentralized import (
+    Identity,
+    decode_identity,
+    encode_identity,
+    identity,
+    missing,
+    receivable,
+)
+from langshaw.values import json_equal, valid_key_value
 from peach.errors import ExecutorError
 from peach.peer import _wire as wire
 from peach.peer._ledger import Ledger, Waiting
-from peach.peer._store import Record, Refusal
+from peach.peer._store import Record, Refusal, Verdict
 from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory
 
 log = logging.getLogger("strabo.peach.peer")
 
+NOT_JSON = "the message is not valid JSON: "
+
 
 class Inbox:
     """The receiving side of one agent; ``commit`` keeps an accepted message,
-    ``refused`` records a refusal, ``flush`` sends a peer what it lacks."""
+    ``refused`` records a refusal (with the verdict, for a peer's message;
+    raising ExecutorError if it cannot), ``flush`` sends a peer what it lacks."""
 
     def __init__(
         self,
@@ -37,7 +53,7 @@ class Inbox:
         directory: Directory,
         ledgers: Mapping[str, Ledger],
         commit: Callable[[Ledger, Record, list[ActionInstance]], None],
-        refused: Callable[[Refusal], None],
+        refused: Callable[[Refusal, Verdict | None], None],
         flush: Callable[[str], Any],
         max_waiting: int,
     ) -> None:
@@ -140,6 +156,21 @@ class Inbox:
                     f"the context names {value!r}, which is not an instance's identity",
                 )
             context.append(ident)
+        record = Record(
+            message.protocol,
+            message.seq,
+            sender,
+            [{"action": i.action, "bindings": i.bindings} for i in message.instances],
+            message.context,
+        )
+        waiting = Waiting(sender, message.seq, instances, context, record)
+        problem = wire.not_json(i.bindings for i in instances)
+        if problem is not None:  # no log can hold it: refused for good, at once
+            return {**head, **self._refuse(ledger, waiting, "bad-json", NOT_JSON + problem)}
+        bad_key = _bad_key(instances)
+        if bad_key is not None:  # (a list or an object would not even be hashable)
+            text, extra = bad_key
+            return {**head, **self._refuse(ledger, waiting, "key", text, extra)}
         held = [ledger.known.get(identity(i)) for i in instances]
         if any(h is not None for h in held):
             if all(
@@ -154,23 +185,19 @@ class Inbox:
                 "duplicate",
                 "an instance with the same keys and other bindings already occurred",
             )
-        record = Record(
-            message.protocol,
-            message.seq,
-            sender,
-            [{"action": i.action, "bindings": i.bindings} for i in message.instances],
-            message.context,
-        )
-        waiting = Waiting(sender, message.seq, instances, context, record)
         if missing(context, ledger.known):
             refused = [c for c in context if c in ledger.refused]
             if refused:
-                return self._refuse(
-                    ledger,
-                    waiting,
-                    "dependency",
-                    (f"it follows {refused[0][0]} {list(refused[0][1])}, which this agent refused"),
-                )
+                return {
+                    **head,
+                    **self._refuse(
+                        ledger,
+                        waiting,
+                        "dependency",
+                        f"it follows {refused[0][0]} {list(refused[0][1])}, which this agent "
+                        "refused",
+                    ),
+                }
             if self.waiting() >= self.max_waiting:
                 return {**head, "status": wire.BUSY}
             ledger.waiting[key] = waiting
@@ -240,9 +267,34 @@ class Inbox:
         text: str,
         extra: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Refuse for good: the verdict is written first (if it cannot be, the
+        answer is busy and nothing is decided), then kept and given."""
         verdict = {"status": wire.REFUSED, "rule": rule, "message": text, **(extra or {})}
+        # What follows these instances is refused in turn; an instance whose keys
+        # no context can name (decode_identity takes strings and integers) is
+        # followed by nothing.
+        refused = [
+            identity(i)
+            for i in message.instances
+            if all(valid_key_value(i.bindings.get(k)) for k in i.action.keys)
+        ]
+        name = ledger.protocol.name
+        try:
+            self.refused(
+                Refusal(name, message.seq, message.sender, rule, text, incoming=True),
+                Verdict(
+                    name,
+                    message.sender,
+                    message.seq,
+                    verdict,
+                    [encode_identity(r) for r in refused],
+                ),
+            )
+        except ExecutorError as exc:
+            log.error("%s", exc)
+            return {"status": wire.BUSY}
         ledger.verdicts[(message.sender, message.seq)] = verdict
-        ledger.refused.update(identity(i) for i in message.instances)
+        ledger.refused.update(refused)
         log.warning(
             "%s: refused %s from %s (%s): %s",
             self.agent,
@@ -250,9 +302,6 @@ class Inbox:
             message.sender,
             rule,
             text,
-        )
-        self.refused(
-            Refusal(ledger.protocol.name, message.seq, message.sender, rule, text, incoming=True)
         )
         return verdict
 
@@ -264,3 +313,18 @@ class Inbox:
             "%s: refused message %d from %s (%s): %s", self.agent, message.seq, sender, rule, text
         )
         return {**head, "status": wire.REFUSED, "rule": rule, "message": text}
+
+
+def _bad_key(instances: list[ActionInstance]) -> tuple[str, dict[str, Any]] | None:
+    """A key bound to what is no key value (a string or an integer), as the
+    semantics word it; an absent key is left to the semantics' own check."""
+    for instance in instances:
+        for attribute in instance.action.keys:
+            value = instance.bindings.get(attribute, "")
+            if not valid_key_value(value):
+                text = (
+                    f"key '{attribute}' of '{instance.name}' must be a string or an integer, "
+                    f"not {value!r}"
+                )
+                return text, {"action": instance.name, "attribute": attribute}
+    return None

@@ -6,6 +6,11 @@ performed, the peers that have not acknowledged it yet. A message and its
 outbox rows are written in one transaction before anyone hears of it, so a
 restarted agent rebuilds its state from the log and re-sends what no peer
 acknowledged: nothing acknowledged is lost, nothing is sent that was not kept.
+Refusals are kept too, and with each refusal of a peer's message the verdict
+(the answer given, and the refused instances' identities) in the same
+transaction, before the peer hears of it: a restarted agent answers that
+message the same way and refuses what follows it (the memory store keeps
+them as long as the store object lives).
 
 Writes are short (WAL, ``synchronous=NORMAL``: durable against the process
 dying) and run on the event loop, as the SyncServer's do.
@@ -52,6 +57,19 @@ class Refusal:
     incoming: bool  # True when this agent refused a peer's message
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """This agent refused the message ``seq`` of ``sender``: the ``answer`` it
+    gave (given again if the message comes again) and the ``identities`` of
+    its instances (``[action, [key values]]``; what follows them is refused)."""
+
+    protocol: str
+    sender: str
+    seq: int
+    answer: dict[str, Any]
+    identities: list[list[Any]]
+
+
 class PeerStoreError(Exception):
     """The store cannot be opened, or holds a log of another agent."""
 
@@ -64,6 +82,7 @@ class PeerStore:
         self._log: list[Record] = []
         self._outbox: set[tuple[str, int, str]] = set()
         self._refusals: list[Refusal] = []
+        self._verdicts: list[Verdict] = []
 
     def open(self, agent: str) -> None:
         if self.agent is not None and self.agent != agent:
@@ -85,6 +104,10 @@ class PeerStore:
     def refusals(self) -> list[Refusal]:
         return list(self._refusals)
 
+    def verdicts(self) -> list[Verdict]:
+        """The verdicts on peers' messages this agent refused, oldest first."""
+        return list(self._verdicts)
+
     def append(self, record: Record, recipients: list[str]) -> None:
         self._log.append(record)
         self._outbox.update((record.protocol, record.seq, r) for r in recipients)
@@ -92,8 +115,11 @@ class PeerStore:
     def acknowledged(self, protocol: str, seq: int, peer: str) -> None:
         self._outbox.discard((protocol, seq, peer))
 
-    def refused(self, refusal: Refusal) -> None:
+    def refused(self, refusal: Refusal, verdict: Verdict | None = None) -> None:
+        """Keep a refusal (and, for a peer's message, this agent's verdict)."""
         self._refusals.append(refusal)
+        if verdict is not None:
+            self._verdicts.append(verdict)
         if not refusal.incoming:
             self._outbox.discard((refusal.protocol, refusal.seq, refusal.peer))
 
@@ -121,6 +147,14 @@ CREATE TABLE IF NOT EXISTS refusals (
     message TEXT NOT NULL,
     incoming INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS verdicts (
+    protocol TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    answer TEXT NOT NULL,
+    identities TEXT NOT NULL,
+    PRIMARY KEY (protocol, sender, seq)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -188,6 +222,15 @@ class SQLitePeerStore(PeerStore):
         rows = self.db.execute("SELECT protocol, seq, peer FROM outbox ORDER BY 1, 2, 3")
         return [(p, s, r) for p, s, r in rows.fetchall()]
 
+    def verdicts(self) -> list[Verdict]:
+        rows = self.db.execute(
+            "SELECT protocol, sender, seq, answer, identities FROM verdicts ORDER BY 1, 2, 3"
+        )
+        return [
+            Verdict(p, sender, seq, json.loads(a), json.loads(i))
+            for p, sender, seq, a, i in rows.fetchall()
+        ]
+
     def append(self, record: Record, recipients: list[str]) -> None:
         db = self.db
         with db:
@@ -212,9 +255,11 @@ class SQLitePeerStore(PeerStore):
             "DELETE FROM outbox WHERE protocol = ? AND seq = ? AND peer = ?", (protocol, seq, peer)
         )
 
-    def refused(self, refusal: Refusal) -> None:
+    def refused(self, refusal: Refusal, verdict: Verdict | None = None) -> None:
         db = self.db
-        self._refusals.append(refusal)
+        answer = identities = ""
+        if verdict is not None:  # encoded first: a failure writes nothing
+            answer, identities = _dump(verdict.answer), _dump(verdict.identities)
         with db:
             db.execute("BEGIN")
             db.execute(
@@ -228,11 +273,17 @@ class SQLitePeerStore(PeerStore):
                     int(refusal.incoming),
                 ),
             )
+            if verdict is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)",
+                    (verdict.protocol, verdict.sender, verdict.seq, answer, identities),
+                )
             if not refusal.incoming:
                 db.execute(
                     "DELETE FROM outbox WHERE protocol = ? AND seq = ? AND peer = ?",
                     (refusal.protocol, refusal.seq, refusal.peer),
                 )
+        self._refusals.append(refusal)  # once written
 
 
 def open_peer_store(spec: str | Path | PeerStore | None) -> PeerStore:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from langshaw.values import json_problem
 from peach.peer._store import Record
 
 # What receives a request: (path, headers, body) -> (status, JSON answer).
@@ -55,6 +56,20 @@ class FlushIn(BaseModel):
 
     mas: str
     sender: str
+
+
+def not_json(bindings: Iterable[Mapping[str, Any]]) -> str | None:
+    """Where and why instances with these bindings are no JSON (a NaN, an
+    infinity, 1e400 read as one), so cannot travel or be kept, with the place
+    the SyncServer's ``bad-json`` names (``instances[0].bindings.price is nan,
+    not a JSON number``); None if they are JSON. The sender asks before it
+    keeps an attempt, the receiver before it looks further: one check,
+    ``langshaw.values.json_problem``, as the SyncServer's."""
+    for index, each in enumerate(bindings):
+        problem = json_problem(each, f"instances[{index}].bindings")
+        if problem is not None:
+            return problem
+    return None
 
 
 def envelope(mas: str, sender: str, records: Iterable[Record]) -> bytes:

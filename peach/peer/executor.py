@@ -11,6 +11,11 @@ the whole context and ``langshaw.decentralized.receivable`` says yes: the
 sender could have performed it on what it knew, and it agrees with what the
 receiver knows. A refused message is logged with the rule, kept in the
 receiver's log of refusals, and reported to the sender, which keeps it too.
+A refusal is final: the receiver gives the same verdict if the message comes
+again, after a restart too, and refuses what follows it; the sender stops
+sending it and tells its ``refusal_listeners``. A value that is no JSON (NaN,
+an infinity) is refused by both: ``attempt()`` raises before keeping it, a
+receiver refuses it (``bad-json``) rather than answering "busy" for ever.
 Duplicates are recognized by instance identity, so delivery may repeat and
 reorder messages freely. docs/peach.md says what ``attempt()`` guarantees here
 and what it does on a SyncServer.
@@ -25,12 +30,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from langshaw import ActionInstance, LangshawProtocol
+from langshaw.decentralized import decode_identity
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member, _Feed
 from peach.peer import _wire as wire
 from peach.peer._inbox import Inbox
 from peach.peer._ledger import Ledger
-from peach.peer._store import PeerStore, PeerStoreError, Record, Refusal, open_peer_store
+from peach.peer._store import (
+    PeerStore,
+    PeerStoreError,
+    Record,
+    Refusal,
+    Verdict,
+    open_peer_store,
+)
 from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory, sign
 from peach.peer.transport import Transport, Unreachable
 from peach.view import signature
@@ -124,6 +137,7 @@ class PeerExecutor(Executor):
             self.store.open(self.agent)
             records = self.store.load()
             outbox = self.store.outbox()
+            verdicts = self.store.verdicts()
         except PeerStoreError as exc:
             raise ExecutorError(str(exc)) from None
         if self._loaded:
@@ -137,6 +151,12 @@ class PeerExecutor(Executor):
         for protocol, seq, peer in outbox:
             self._ledger(protocol).unsent[seq] = by_seq[protocol, seq]
             self._outbox.setdefault(peer, set()).add((protocol, seq))
+        for verdict in verdicts:  # what it refused, it refuses again, and what follows
+            ledger = self._ledger(verdict.protocol)
+            ledger.verdicts[verdict.sender, verdict.seq] = verdict.answer
+            ledger.refused.update(
+                ident for ident in map(decode_identity, verdict.identities) if ident is not None
+            )
         self._loaded = True
         if records:
             log.info(
@@ -224,6 +244,13 @@ class PeerExecutor(Executor):
         self._started(adapter)
         ledger = self._ledger(adapter.protocol.name)
         items = list(instances)
+        problem = wire.not_json(i.bindings for i in items)  # as the receiver checks
+        if problem is not None:  # (bind() refuses one; an instance built by hand may hold it)
+            raise ExecutorError(
+                f"the attempt cannot be sent: it is not valid JSON: {problem}",
+                status=400,
+                code="bad-json",
+            )
         violation = self.me.acts_for.check(self.agent, items) or ledger.view.state.check(
             items, self.me.plays(ledger.protocol.name)
         )
@@ -368,7 +395,12 @@ class PeerExecutor(Executor):
                         refusal.rule,
                         refusal.message,
                     )
-                    self._refused(refusal)
+                    try:
+                        self._refused(refusal)
+                    except ExecutorError as exc:  # kept next time: the peer answers the same
+                        log.error("%s", exc)
+                        final = False
+                        continue
                     self._acknowledged(protocol, seq, peer, stored=True)
                 else:
                     final = False
@@ -388,8 +420,16 @@ class PeerExecutor(Executor):
             self._ledgers[protocol].unsent.pop(seq, None)
         self.progress.set()
 
-    def _refused(self, refusal: Refusal) -> None:
-        self.store.refused(refusal)
+    def _refused(self, refusal: Refusal, verdict: Verdict | None = None) -> None:
+        """Keep a refusal (with this agent's verdict, for a peer's message), then
+        tell the listeners."""
+        try:
+            self.store.refused(refusal, verdict)
+        except Exception as exc:  # the disk is full, the file went away...
+            raise ExecutorError(f"{self.agent}: cannot write its log: {exc}") from None
         for listener in self.refusal_listeners:
-            listener(refusal)
+            try:
+                listener(refusal)
+            except Exception:  # the refusal stands: a listener cannot undo it
+                log.exception("%s: a refusal listener failed on %s", self.agent, refusal)
         self.progress.set()
