@@ -19,9 +19,20 @@ Nothing about finalization changes: an attempt goes through the same code as a
 POST, and its answer is written only once its batch is committed. The channel
 writes a committed batch to its socket during the commit itself, while its
 stream is caught up (no task to wake: every other agent has it before the
-attempter's answer is even written), and leaves out a batch that holds one of
-its own attempts still in flight: that attempt's answer carries the batch (its
-positions and the other entries), and the agent applies it from there. The limits
+attempter's answer is even written).
+
+What the agent reads is one ordered sequence: every batch after ``after``
+once, in order, each either as a batch event or inside the answer of the
+channel's own attempt it holds (its positions and the other entries), in the
+batch's place. So a batch that holds an attempt of this channel still waiting
+for its outcome is not written at commit time: the stream stops there (the
+batches after it wait in its bounded backlog) until the attempt's outcome is
+known, then writes the answer instead of the batch if the answer carries it,
+or the batch if not (an error, or another attempt under the id). An answer
+that carries a batch the stream has not reached yet waits for it; one that
+carries a batch already given (a resend of an old attempt) is written at once,
+as are errors. A channel whose stream ends (it lags, the server stops) writes
+the answers still waiting before it closes. The limits
 stay bounded: a line longer than ``max_body`` closes the channel, at most
 :data:`MAX_IN_FLIGHT` attempts are checked at once (more are answered 429), a
 client that stops reading has its lines left unread (each would cost an answer
@@ -75,6 +86,16 @@ def error_frame(code: str, message: str) -> bytes:
     return b"event: error\ndata: %s\n\n" % error_bytes(code, message)
 
 
+class _Flight:
+    """One attempt line of a channel, until its outcome is known."""
+
+    __slots__ = ("ident", "settled")
+
+    def __init__(self, ident: str, settled: asyncio.Future[None]) -> None:
+        self.ident = ident
+        self.settled = settled  # done once the answer is written or waits for its batch
+
+
 class Channel(asyncio.Protocol):
     """One agent's channel for one protocol, once the connection is handed over."""
 
@@ -105,7 +126,12 @@ class Channel(asyncio.Protocol):
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer known to hold no end of line
         self._attempts: set[asyncio.Task[None]] = set()
-        self._in_flight: set[str] = set()  # attempt ids not yet answered
+        # attempt id -> the lines under it whose outcome is not known yet
+        self._in_flight: dict[str, list[_Flight]] = {}
+        # seq -> the answers that carry that batch, waiting for the stream to reach it
+        self._deferred: dict[int, list[bytes]] = {}
+        self._sent = after  # the last batch given (as a batch or in an answer)
+        self._streaming = True  # the stream still gives batches
         self._follow_task: asyncio.Task[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._write_timer: asyncio.TimerHandle | None = None
@@ -229,18 +255,21 @@ class Channel(asyncio.Protocol):
                 )
             )
             return
-        self._in_flight.add(parsed.attempt_id)
-        task = asyncio.get_running_loop().create_task(self._attempt(parsed))
+        loop = asyncio.get_running_loop()
+        flight = _Flight(parsed.attempt_id, loop.create_future())
+        self._in_flight.setdefault(flight.ident, []).append(flight)
+        task = loop.create_task(self._attempt(parsed, flight))
         self._attempts.add(task)
         task.add_done_callback(self._answered)
 
     def _answered(self, task: asyncio.Task[None]) -> None:
         self._attempts.discard(task)
-        if self._closing and not self._attempts:
-            self._finish()
+        if self._closing:
+            self._finish_if_done()
 
-    async def _attempt(self, parsed: AttemptIn) -> None:
-        ident = parsed.attempt_id
+    async def _attempt(self, parsed: AttemptIn, flight: _Flight) -> None:
+        ident = flight.ident
+        frame, seq = b"", None
         try:
             if self.on_attempt is not None:
                 self.on_attempt(self.ledger.mas, self.agent.name)
@@ -251,7 +280,7 @@ class Channel(asyncio.Protocol):
             # the commit, and the event streams' tasks it woke run before this
             # one resumes.
             await asyncio.sleep(0)
-            frame = answer_frame({"id": ident, "status": 200, **data})
+            frame, seq = answer_frame({"id": ident, "status": 200, **data}), data["seq"]
         except ServiceError as exc:
             frame = answer_frame({"id": ident, "status": exc.status, **exc.to_json()})
         except Exception as exc:
@@ -263,8 +292,23 @@ class Channel(asyncio.Protocol):
                     **error_json("internal", f"internal error: {type(exc).__name__}"),
                 }
             )
-        self._write(frame)
-        self._in_flight.discard(ident)
+        finally:
+            self._settle(flight, frame, seq)
+
+    def _settle(self, flight: _Flight, frame: bytes, seq: int | None) -> None:
+        """An attempt's outcome is known: its answer goes out now, or, if it
+        carries a batch the stream has not given yet, in that batch's place."""
+        flights = self._in_flight.get(flight.ident)
+        if flights is not None:
+            flights.remove(flight)
+            if not flights:
+                del self._in_flight[flight.ident]
+        if seq is not None and seq > self._sent and self._streaming:
+            self._deferred.setdefault(seq, []).append(frame)
+        elif frame:
+            self._write(frame)
+        if not flight.settled.done():
+            flight.settled.set_result(None)
 
     # The stream -----------------------------------------------------------------------
 
@@ -280,36 +324,66 @@ class Channel(asyncio.Protocol):
             async for batch in stream:
                 if batch is None:
                     self._write(b": ping\n\n")
-                elif not self._answered_by_attempt(batch):
-                    self._write(batch.sse_frame)
+                else:
+                    # The answers that may carry it first: the batches after it
+                    # wait meanwhile (in the stream's bounded backlog).
+                    for flight in self._holding(batch):
+                        await flight.settled
+                    self._give(batch)
                 if self._drained is not None and not self._drained.done():
                     await self._drained  # the client reads slowly: the backlog grows instead
         except Lagging as lag:
+            self._end_stream()
             self._write(self.lagging(lag.last))
         except Exception:  # a channel without its stream would hear of nothing
             log.exception("the stream of a channel of %s failed", self.agent.name)
         finally:
+            self._end_stream()
             await stream.aclose()
             self._close()  # the stream ended (the server is stopping, it lagged, it failed)
 
     def _sink(self, batch: Batch) -> bool:
-        """Take a batch as it is committed (the stream is caught up): written
-        now, unless the client reads slowly, when the stream queues it."""
-        if self._paused or self._closed:
+        """Take a batch as it is committed (the stream is caught up): given
+        now, unless the client reads slowly or the batch holds an attempt of
+        this channel whose outcome is not known yet, when the stream queues it."""
+        if self._paused or self._closed or self._holding(batch):
             return False
-        if not self._answered_by_attempt(batch):
-            self._write(batch.sse_frame)
+        self._give(batch)
         return True
 
-    def _answered_by_attempt(self, batch: Batch) -> bool:
-        """Whether ``batch`` holds an attempt of this channel still waiting for
-        its answer, which carries the batch: the stream need not."""
-        if self._in_flight:
-            name = self.agent.name
-            for entry in batch.entries:
-                if entry.attempt_id in self._in_flight and entry.performer == name:
-                    return True
-        return False
+    def _holding(self, batch: Batch) -> list[_Flight]:
+        """The lines of this channel, outcome unknown, whose attempt id ``batch``
+        holds: the answer of any of them may carry it."""
+        if not self._in_flight:
+            return []
+        name = self.agent.name
+        idents = {
+            e.attempt_id
+            for e in batch.entries
+            if e.performer == name and e.attempt_id in self._in_flight
+        }
+        return [flight for ident in idents for flight in self._in_flight.get(ident, ())]
+
+    def _give(self, batch: Batch) -> None:
+        """Write ``batch`` in its place: inside the answers that carry it, if
+        any, else as a batch event."""
+        answers = self._deferred.pop(batch.seq, None) if self._deferred else None
+        if answers is None:
+            self._write(batch.sse_frame)
+        else:
+            for frame in answers:
+                self._write(frame)
+        self._sent = batch.seq
+        if answers is not None and self._closing:
+            self._finish_if_done()
+
+    def _end_stream(self) -> None:
+        """No more batches: the answers waiting for theirs go out now."""
+        self._streaming = False
+        deferred, self._deferred = self._deferred, {}
+        for seq in sorted(deferred):
+            for frame in deferred[seq]:
+                self._write(frame)
 
     # Writing and closing --------------------------------------------------------------
 
@@ -332,7 +406,12 @@ class Channel(asyncio.Protocol):
             # Answers and closing both wait on the client and the attempts: bounded.
             loop = asyncio.get_running_loop()
             self._linger = loop.call_later(self.limits.write_timeout, self._linger_expired)
-        if not self._attempts:
+        self._finish_if_done()
+
+    def _finish_if_done(self) -> None:
+        """Close once every attempt is answered (answers waiting for their batch
+        included: the stream gives them, or writes them as it ends)."""
+        if not self._attempts and not self._deferred:
             self._finish()
 
     def _finish(self) -> None:

@@ -10,6 +10,10 @@ Turns of one ledger therefore run one at a time across every server, numbers
 are given in commit order (dense, no two servers giving the same), and what a
 server checks an attempt against is the whole committed log.
 
+A third table (``strabo_protocols``) holds, per ledger, the meaning of the
+protocol text the log is written with (``langshaw.identity``): a server whose
+text means something else refuses to start (``SyncServer.start``).
+
 Each commit also sends a notification on its MAS's channel (:func:`channel`)
 with the ledger and its new last seq; every server listens on the channels of
 the MASes it hosts and reads what it has not seen, to publish it to its own
@@ -77,6 +81,13 @@ CREATE TABLE IF NOT EXISTS strabo_ledgers (
     PRIMARY KEY (mas, protocol)
 );
 CREATE TABLE IF NOT EXISTS strabo_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS strabo_protocols (
+    mas TEXT NOT NULL,
+    protocol TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    meaning TEXT NOT NULL,
+    PRIMARY KEY (mas, protocol)
+);
 """
 # Servers starting at once must not race on CREATE TABLE: a transaction-level
 # advisory lock on this arbitrary constant serializes schema creation.
@@ -395,6 +406,35 @@ class PostgresStore(SharedStore):
             performer,
         )
         return batches[0] if batches else None
+
+    async def record_protocol(
+        self, mas: str, protocol: str, fingerprint: str, meaning: str
+    ) -> tuple[str, str]:
+        # Two statements: the second's snapshot holds the row of a server that
+        # recorded first (its insert made this one do nothing).
+        try:
+            async with self.pool.acquire() as conn:
+                await conn.execute(
+                    "INSERT INTO strabo_protocols VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    mas,
+                    protocol,
+                    fingerprint,
+                    meaning,
+                )
+                row = await conn.fetchrow(
+                    "SELECT fingerprint, meaning FROM strabo_protocols "
+                    "WHERE mas = $1 AND protocol = $2",
+                    mas,
+                    protocol,
+                )
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(
+                f"{redact(self.url)}: cannot record the protocol: {scrub(str(exc), self.url)}"
+            ) from None
+        assert row is not None  # inserted, or there already
+        return row[0], row[1]
 
 
 async def _keep_session(_conn: Any) -> None:

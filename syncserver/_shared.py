@@ -16,11 +16,20 @@ collected at this server, as one batch, after the window's time has passed.
 Between turns, the server follows what the others commit (the store's
 notifications and polls) and publishes it to its own subscribers, so that any
 server streams every batch, in order.
+
+A turn that fails after checking its attempts (the database went away) leaves
+the replica holding attempts that were never recorded, so it is rebuilt from
+the log. If that fails too (the database is still away), the rebuild is tried
+again with back-off (``REBUILD``), and at once when the store is heard from
+again, until it succeeds; meanwhile every attempt is answered 503 (retryable).
+Every attempt a turn takes is answered, whatever happens in the turn: an
+attempt id is never left waiting for an answer that cannot come.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -29,6 +38,7 @@ from langshaw import LangshawProtocol, SocialState
 from syncserver.attempt import Attempt, Receipt, Rejection, same_instances
 from syncserver.batch import Batch
 from syncserver.errors import ServiceError
+from syncserver.retry import Backoff
 from syncserver.store import SharedStore, StoreError
 
 log = logging.getLogger("strabo.syncserver")
@@ -66,8 +76,17 @@ class Ledger(Protocol):
 _PAGE = 500
 
 
+def _unreadable() -> ServiceError:
+    """The answer while the state cannot be trusted: it must be rebuilt from the
+    log, which cannot be read now (retryable: the executors resend)."""
+    return ServiceError(503, "store-failed", "the state cannot be read from the log: try again")
+
+
 class SharedFinalizer:
     """The turns of one ledger at a shared log, and the following between them."""
+
+    #: Waits between tries to rebuild the state while the log cannot be read.
+    REBUILD = Backoff(0.05, 2.0)
 
     def __init__(self, ledger: Ledger, store: SharedStore) -> None:
         self.ledger = ledger
@@ -81,6 +100,8 @@ class SharedFinalizer:
         self._lock = asyncio.Lock()
         self._known = 0  # the newest batch some server is known to have committed
         self._following: asyncio.Task[None] | None = None
+        self._repairing: asyncio.Task[None] | None = None  # rebuilding until it succeeds
+        self._heard = asyncio.Event()  # the store answered: a repair tries at once
         self._closed = False
 
     async def start(self) -> None:
@@ -94,9 +115,10 @@ class SharedFinalizer:
         self.store.unwatch(self.ledger.mas, self.ledger.protocol.name)
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._following is not None:
-            self._following.cancel()
-            await asyncio.gather(self._following, return_exceptions=True)
+        for task in (self._following, self._repairing):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     # Attempts -----------------------------------------------------------------------
 
@@ -106,6 +128,8 @@ class SharedFinalizer:
             original, answer = self._unanswered[key]
             same_instances(attempt, original.instances)
             return await asyncio.shield(answer)
+        if self.ledger.stale:  # its rebuild failed, and is being tried again
+            raise _unreadable()
         future: asyncio.Future[Receipt] = asyncio.get_running_loop().create_future()
         if key is not None:
             self._unanswered[key] = (attempt, future)
@@ -119,28 +143,76 @@ class SharedFinalizer:
 
     async def _turn(self) -> None:
         ledger = self.ledger
-        if ledger.policy == "batched":
-            await asyncio.sleep(ledger.window)  # the window: attempts collect meanwhile
-        async with self._lock:
-            work, self._queue, self._next = self._queue, [], None
-            if not await self._rebuilt():
-                error = ServiceError(503, "store-failed", "the state cannot be read from the log")
-                for _, future in work:
-                    if not future.done():
-                        future.set_exception(error)
-                return
-            rejected = await self._finalize(work)
-        await ledger.answer_rejected(rejected)
+        work: Pending = []
+        error = _unreadable()
+        try:
+            if ledger.policy == "batched":
+                await asyncio.sleep(ledger.window)  # the window: attempts collect meanwhile
+            async with self._lock:
+                work, self._queue, self._next = self._queue, [], None
+                if not await self._rebuilt():
+                    return  # answered below
+                rejected = await self._finalize(work)
+            await ledger.answer_rejected(rejected)
+        except Exception as exc:  # a bug: answer every attempt rather than none
+            log.exception("%s/%s: a turn failed", ledger.mas, ledger.protocol.name)
+            error = ServiceError(500, "internal", f"internal error: {type(exc).__name__}")
+        finally:
+            for _, future in work:  # whatever happened, no attempt is left unanswered
+                if not future.done():
+                    future.set_exception(error)
 
     async def _rebuilt(self) -> bool:
-        """Wait for a rebuild of the state under way, or start one if the last
-        failed; False if the state still cannot be trusted."""
+        """Wait for a rebuild of the state under way; False if the state still
+        cannot be trusted (the rebuild failed: it is tried again, with back-off)."""
         ledger = self.ledger
-        if ledger.stale and ledger.rebuilding is None:
-            ledger.begin_rebuild()
         while ledger.rebuilding is not None:
-            await asyncio.shield(ledger.rebuilding)
-        return not ledger.stale
+            await asyncio.wait([ledger.rebuilding])  # how it ended is told by ledger.stale
+        if ledger.stale:
+            self.rebuild_failed(None)
+            return False
+        return True
+
+    # Rebuilding until the log can be read ----------------------------------------
+
+    def rebuild_failed(self, error: BaseException | None) -> None:
+        """The state's rebuild failed (the log cannot be read): try again until
+        it succeeds (attempts are answered 503 meanwhile)."""
+        if self._repairing is None and not self._closed:
+            self._repairing = asyncio.ensure_future(self._repair(error))
+
+    async def _repair(self, error: BaseException | None) -> None:
+        """Rebuild the state with back-off, and at once when the store is heard
+        from again, until it succeeds or the server closes. Logged when it
+        starts and when it ends, not at every try."""
+        ledger = self.ledger
+        name = f"{ledger.mas}/{ledger.protocol.name}"
+        log.error(
+            "cannot rebuild %s from the log: %s; its attempts get 503 while it is tried again",
+            name,
+            error or "the last rebuild failed",
+        )
+        tries = 0
+        try:
+            while ledger.stale and not self._closed:
+                if ledger.rebuilding is None:
+                    tries += 1
+                    self._heard.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._heard.wait(), self.REBUILD.delay(tries))
+                    if self._closed or not ledger.stale:
+                        break
+                    if ledger.rebuilding is None:
+                        ledger.begin_rebuild()
+                rebuilding = ledger.rebuilding
+                if rebuilding is not None:
+                    await asyncio.wait([rebuilding])
+                    if not rebuilding.cancelled() and rebuilding.exception() is not None:
+                        log.debug("cannot rebuild %s yet: %s", name, rebuilding.exception())
+            if not ledger.stale:
+                log.warning("%s: the state is rebuilt from the log (%d more tries)", name, tries)
+        finally:
+            self._repairing = None
 
     async def _finalize(
         self, work: list[tuple[Attempt, asyncio.Future[Receipt]]]
@@ -222,7 +294,9 @@ class SharedFinalizer:
     # Following the others -----------------------------------------------------------
 
     def heard(self, seq: int) -> None:
-        """Some server committed up to ``seq``: follow it, unless already there."""
+        """Some server committed up to ``seq``: follow it, unless already there.
+        The store answered, so a rebuild waiting for its next try tries now."""
+        self._heard.set()
         self._known = max(self._known, seq)
         behind = self._known > self.ledger.committed_seq
         if behind and self._following is None and not self._closed:

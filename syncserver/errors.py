@@ -62,6 +62,26 @@ class ServiceError(Exception):
         return error_json(self.code, self.message, **self.details)
 
 
+class IdReused(ServiceError):
+    """An attempt id sent again with other instances than the attempt it names.
+
+    An attempt id is an idempotency key: bound to the instances it was first
+    finalized (or is being finalized) with, so that a resend gets the original
+    answer. Other instances under it are refused rather than finalized or told
+    the first attempt's outcome. Not a protocol rule (no ``rule``): the agent's
+    ids are at fault, and resending changes nothing."""
+
+    def __init__(self, attempt_id: str, agent: str) -> None:
+        super().__init__(
+            409,
+            "id-reused",
+            f"attempt id {attempt_id!r} of agent {agent!r} already names an attempt with "
+            "other instances: an attempt id may be resent only with the same instances; "
+            "use a new id for a new attempt",
+            attempt_id=attempt_id,
+        )
+
+
 class Rejected(ServiceError):
     """An attempt that breaks a protocol rule."""
 

@@ -22,7 +22,7 @@ from typing import Any
 from langshaw import LangshawProtocol, SocialState, Violation
 from syncserver._reading import LogReader
 from syncserver._shared import SharedFinalizer
-from syncserver.attempt import Attempt, Receipt, Rejection, same_attempt, same_instances
+from syncserver.attempt import Attempt, AttemptIds, Receipt, Rejection, same_attempt, same_instances
 from syncserver.batch import Batch, Entry
 from syncserver.errors import Rejected, ServiceError
 from syncserver.feed import SharedReads, Subscriber, Tail
@@ -77,9 +77,13 @@ class Ledger(LogReader):
         self._uncommitted: dict[int, Batch] = {}  # seq -> batch accepted, not yet committed
         # (agent, attempt id) -> the answer of an attempt in the open window
         self._waiting: dict[tuple[str, str], tuple[Attempt, asyncio.Future[Receipt]]] = {}
+        #: The batch of every attempt id finalized (numbered) here: an id is bound
+        #: to the instances it was first finalized with.
+        self.ids = AttemptIds()
         self._closed = False
         #: The state may hold attempts that were never recorded (its rebuild
-        #: failed): over a shared log, the next turn rebuilds it first.
+        #: failed): attempts get 503 while it is rebuilt again (over a shared log,
+        #: with back-off until the log can be read: syncserver._shared).
         self.stale = False
         #: Finalization through the store's turns, when other servers share the log.
         self._shared: SharedFinalizer | None = None
@@ -119,10 +123,18 @@ class Ledger(LogReader):
         if self._closed:
             raise ServiceError(503, "shutting-down", "the server is shutting down")
         while self.rebuilding is not None:
-            await asyncio.shield(self.rebuilding)
+            # A failed rebuild leaves the state stale: a 503, never its error as is (a 500).
+            await asyncio.wait([self.rebuilding])
+        if self.stale and self._shared is None:  # over a shared log, retried with back-off
+            self.begin_rebuild()
+            raise ServiceError(503, "store-failed", "the state cannot be read from the log")
+        key = attempt.key
+        if key is not None and key in self.ids:  # a resend, or the id reused
+            resent = await self.ids.receipt(attempt, self.committed_seq, self.read)
+            if resent is not None:
+                return resent
         if self._shared is not None:
             return await self._shared.attempt(attempt)
-        key = attempt.key
         if key is not None and key in self._in_flight:  # a retry, not yet committed
             receipt, committing = self._in_flight[key]
             same_attempt(attempt, receipt)
@@ -217,6 +229,7 @@ class Ledger(LogReader):
                 spans.append(tuple(range(start, len(entries))))
         batch = Batch(self.protocol.name, self.next_seq, tuple(entries))
         self.next_seq += 1
+        self.ids.add(batch)
         self._uncommitted[batch.seq] = batch
         return batch, [Receipt(batch, span) for span in spans]
 
@@ -383,7 +396,9 @@ class Ledger(LogReader):
     def _rebuilt(self, future: asyncio.Future[None]) -> None:
         self.rebuilding = None
         self.stale = future.cancelled() or future.exception() is not None
-        if not future.cancelled() and future.exception() is not None:
+        if self.stale and self._shared is not None:
+            self._shared.rebuild_failed(None if future.cancelled() else future.exception())
+        elif self.stale and not future.cancelled():
             log.critical(
                 "cannot rebuild %s/%s from the store: %s",
                 self.mas,
@@ -427,6 +442,7 @@ class Ledger(LogReader):
             return False
         self.state.apply([e.instance for e in batch.entries])
         self.next_seq = batch.seq + 1
+        self.ids.add(batch)
         self.committed(batch)
         return True
 
@@ -464,6 +480,7 @@ class Ledger(LogReader):
     async def _load_state(self) -> None:
         published = self.committed_seq
         state = SocialState(self.protocol, fingerprints=self.fingerprints)
+        ids = AttemptIds()
         self.tail.clear()
         self.pages.clear()
         batches = await self.store.load(self.mas, self.protocol)
@@ -475,7 +492,9 @@ class Ledger(LogReader):
                     "write batched windows out of order); serve it from a new --db"
                 )
             state.apply([e.instance for e in batch.entries])
+            ids.add(batch)
         self.state = state
+        self.ids = ids
         self.committed_seq = len(batches)
         self.next_seq = self.committed_seq + 1
         # A rebuild of a shared log may load batches that other servers committed

@@ -8,17 +8,19 @@ authorized, checked and finalized by the same code whichever way it arrives.
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
+from langshaw.identity import describe_changes, meaning_digest, meaning_text
 from syncserver._pgstore import PostgresStore
 from syncserver.batch import Batch
 from syncserver.config import POLICIES, AgentConfig, Config, MASConfig
 from syncserver.errors import Rejected, ServiceError
 from syncserver.ledger import Attempt, Ledger, Receipt
-from syncserver.store import MemoryStore, SQLiteStore, Store, is_url
+from syncserver.store import MemoryStore, SQLiteStore, Store, StoreError, is_url
 
 
 def open_store(spec: str | Path, synchronous: str = "normal") -> Store:
@@ -115,6 +117,7 @@ class SyncServer:
         try:
             for system in self.config.mas.values():
                 for protocol in system.protocols.values():
+                    await self._same_protocol(system.name, protocol)
                     ledger = Ledger(
                         system.name,
                         protocol,
@@ -132,6 +135,24 @@ class SyncServer:
             await self.store.close()
             raise
         self._started = True
+
+    async def _same_protocol(self, mas: str, protocol: LangshawProtocol) -> None:
+        """Refuse a log written with another text of ``protocol`` (one that means
+        something else: ``langshaw.identity``), or record this one's for a new
+        log. What the log holds was checked under its own text, which may have
+        allowed what this one forbids; and servers sharing a log must agree."""
+        text = meaning_text(protocol)
+        digest = meaning_digest(text)
+        recorded, meaning = await self.store.record_protocol(mas, protocol.name, digest, text)
+        if recorded == digest:
+            return
+        changes = describe_changes(json.loads(meaning), json.loads(text)) or ["another meaning"]
+        shown = "; ".join(changes[:4]) + (f"; {len(changes) - 4} more" if len(changes) > 4 else "")
+        raise StoreError(
+            f"{mas}/{protocol.name}: {protocol.source} is not the text of {protocol.name} "
+            f"this log was written with ({shown}): serve the log with that text, or use "
+            "a new --db"
+        )
 
     async def stop(self) -> None:
         if not self._started:

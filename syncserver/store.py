@@ -92,6 +92,15 @@ class Store:
         is the enactment of the attempt's first instance: the log is indexed by it."""
         raise NotImplementedError
 
+    async def record_protocol(
+        self, mas: str, protocol: str, fingerprint: str, meaning: str
+    ) -> tuple[str, str]:
+        """Record which protocol a ledger's log is written with (its meaning and
+        that meaning's digest: ``langshaw.identity``), unless the log already
+        says; the ``(fingerprint, meaning)`` recorded. A store that keeps
+        nothing across runs (memory) records nothing: it returns its arguments."""
+        return fingerprint, meaning
+
 
 class Turn:
     """One ledger's exclusive turn at a shared log: no other server appends to
@@ -223,6 +232,13 @@ CREATE TABLE IF NOT EXISTS instances (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS instances_by_root ON instances (mas, protocol, root);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS protocols (
+    mas TEXT NOT NULL,
+    protocol TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    meaning TEXT NOT NULL,
+    PRIMARY KEY (mas, protocol)
+) WITHOUT ROWID;
 """
 _SCHEMA_VERSION = "1"
 _INSERT = "INSERT INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -395,6 +411,32 @@ class SQLiteStore(Store):
             (mas, protocol.name, root_text(root), attempt_id, performer),
         )
         return batches[0] if batches else None
+
+    async def record_protocol(
+        self, mas: str, protocol: str, fingerprint: str, meaning: str
+    ) -> tuple[str, str]:
+        recorded: tuple[str, str] = await self._run(
+            self._record_protocol, mas, protocol, fingerprint, meaning
+        )
+        return recorded
+
+    def _record_protocol(
+        self, mas: str, protocol: str, fingerprint: str, meaning: str
+    ) -> tuple[str, str]:
+        db = self._db
+        assert db is not None, "store is not open"
+        try:
+            db.execute(
+                "INSERT OR IGNORE INTO protocols VALUES (?, ?, ?, ?)",
+                (mas, protocol, fingerprint, meaning),
+            )
+            row = db.execute(
+                "SELECT fingerprint, meaning FROM protocols WHERE mas = ? AND protocol = ?",
+                (mas, protocol),
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot record the protocol: {exc}") from None
+        return row[0], row[1]
 
 
 def rows_of(protocol: LangshawProtocol, batches: Sequence[Batch]) -> list[tuple[Any, ...]]:

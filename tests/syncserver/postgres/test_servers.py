@@ -150,7 +150,7 @@ async def test_a_resent_attempt_gets_its_first_answer_from_any_server(pg_url: st
         # The id resent with other values (which the state refuses): not a resend.
         changed = ActionInstance(create("r1").action, {**create("r1").bindings, "currency": "EUR"})
         other = await attempt(b, "platform", [changed], "same-id")
-        assert isinstance(other, ServiceError) and other.code == "attempt-id-reused"
+        assert isinstance(other, ServiceError) and other.code == "id-reused"
         # Resent at once to both while the first is being finalized: one batch.
         racing = await asyncio.gather(
             attempt(a, "platform", [create("r3")], "racing"),
