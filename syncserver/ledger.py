@@ -237,9 +237,16 @@ class Ledger(LogReader):
         """Batched finalization: wait for the window, then finalize what arrived."""
         await asyncio.sleep(self.window)
         while self.rebuilding is not None:
-            await asyncio.shield(self.rebuilding)
+            await asyncio.wait([self.rebuilding])  # its failure is not this task's
         attempts, self._window, self._window_task = self._window, [], None
         self._waiting = {}
+        if self.stale:  # a failed rebuild: the window is answered, never left waiting
+            self.begin_rebuild()
+            error = ServiceError(503, "store-failed", "the state cannot be read from the log")
+            for _, future in attempts:
+                if not future.done():
+                    future.set_exception(error)
+            return
         checked = self.check_window(attempts)
         if checked is None:
             return
