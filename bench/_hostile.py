@@ -72,8 +72,9 @@ async def server_process(
     Its standard error is read all along (the last 8 kB kept, for the message if it
     does not start): a server under hostile load may log a great deal (asyncio's
     "socket.send() raised exception." for each write to a stream the client
-    aborted: hundreds of kB in the sse part of bench/soak.py), and a pipe nobody
-    reads would block it in its first write past the pipe's buffer, then
+    aborted came to megabytes in the sse part of bench/soak.py, until streams
+    looked at their connection before each write), and a pipe nobody reads
+    would block it in its first write past the pipe's buffer, then
     ``proc.wait()`` after the kill, which waits for the pipes to close."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -33,6 +33,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from syncserver._channel import EXTENSION, SWITCHING, UPGRADE
+from syncserver._stream import CLOSING
 from syncserver._trim import trimmer
 from syncserver.errors import error_bytes
 from syncserver.limits import Limits
@@ -75,13 +76,16 @@ class GuardedProtocol(H11Protocol):
     # Channels (syncserver/_channel.py) -------------------------------------------------
 
     def _should_upgrade(self) -> bool:
+        # Called for every request, its scope just made: the app's event streams
+        # look at the transport before each write (syncserver/_stream.py).
+        extensions: dict[str, Any] = dict(self.scope.get("extensions") or {})
+        extensions[CLOSING] = self.transport.is_closing
+        self.scope["extensions"] = extensions
         upgrade = self._get_upgrade()
         if upgrade is not None and upgrade.decode("latin-1") == UPGRADE:
             # The app decides (it authenticates the agent and answers errors as
             # JSON); if it accepts, it hands the connection over through this.
-            extensions: dict[str, Any] = dict(self.scope.get("extensions") or {})
             extensions[EXTENSION] = self._switch
-            self.scope["extensions"] = extensions
             return False
         return super()._should_upgrade()
 

@@ -20,17 +20,16 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from langshaw import ABSENT
 from syncserver._attempts import AttemptsEndpoint, Shortcut, authorize, encode
 from syncserver._channel import EXTENSION, UPGRADE, Channel
 from syncserver._presence import Presence
+from syncserver._stream import EventStream
 from syncserver.config import AgentConfig
 from syncserver.errors import ServiceError, error_bytes, error_json, internal
-from syncserver.feed import Lagging
 from syncserver.ledger import Ledger
 from syncserver.limits import Limits
 from syncserver.server import SyncServer
@@ -45,21 +44,6 @@ MAX_PARAM = 2000
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(encode(data), status_code=status, media_type="application/json")
-
-
-class _Stream(StreamingResponse):
-    """A streaming response that runs ``on_close`` however it ends, even if the
-    client left before the first byte (then the body generator never starts)."""
-
-    def __init__(self, content: Any, on_close: Any, **kwargs: Any) -> None:
-        super().__init__(content, **kwargs)
-        self._on_close = on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._on_close()
 
 
 @dataclass(frozen=True)
@@ -186,35 +170,11 @@ async def events(request: Request) -> Response:
     mas, name = ledger.mas, ledger.protocol.name
     _open_stream(request, agent, ledger)
     stream = ledger.subscribe(after, max_bytes=limits.stream_backlog_bytes, heartbeat=heartbeat)
-
-    def closed() -> None:
-        presence.closed(mas, agent.name, name)
-
-    async def frames() -> AsyncIterator[bytes]:
-        # The batch is awaited inline (no task in between): a committed batch
-        # reaches the client in the loop's next step (see Subscriber.get).
-        yield b": connected\n\n"
-        try:
-            async for batch in stream:
-                if batch is None:
-                    yield b": ping\n\n"
-                    continue
-                frame = batch.sse_frame
-                if len(frame) <= chunk:
-                    yield frame
-                else:  # a slow reader's buffer then holds a piece, not a whole batch
-                    for start in range(0, len(frame), chunk):
-                        yield frame[start : start + chunk]
-        except Lagging as lag:
-            yield _lagging_frame(lag.last, limits)  # the client catches up from the log
-        finally:
-            await stream.aclose()
-
-    return _Stream(
-        frames(),
-        closed,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    return EventStream(
+        stream,
+        lambda: presence.closed(mas, agent.name, name),
+        chunk=chunk,
+        lagging=lambda last: _lagging_frame(last, limits),
     )
 
 

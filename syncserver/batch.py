@@ -32,7 +32,8 @@ class Entry:
     @property
     def bindings_json(self) -> str:
         """The bindings as compact JSON text, encoded once for both the log's row
-        and the batch's event frame (the largest part of either)."""
+        and the batch's event frame (the largest part of either); the frame,
+        built after the row is written, lets it go (:attr:`Batch.sse_frame`)."""
         if self._json is None:
             self._json = json.dumps(self.instance.bindings, separators=(",", ":"))
         return self._json
@@ -94,6 +95,10 @@ class Batch:
                     f'"instances":[{instances}]}}'
                 )
             self._frame = b"id: %d\nevent: batch\ndata: %s\n\n" % (self.seq, data.encode())
+            for entry in self.entries:
+                # The frame holds the text now: a batch kept for streams (the log's
+                # tail, pages shared by readers) would otherwise hold it twice.
+                entry._json = None
         return self._frame
 
     def __repr__(self) -> str:

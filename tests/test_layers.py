@@ -105,7 +105,7 @@ ALLOWED = {
 # The SyncServer's HTTP side: the agents use the engine, never the server.
 SERVER = {
     "syncserver.app", "syncserver._attempts", "syncserver._channel", "syncserver.cli",
-    "syncserver._guard", "syncserver._presence", "syncserver.wire",
+    "syncserver._guard", "syncserver._presence", "syncserver._stream", "syncserver.wire",
     "syncserver.create_app", "syncserver.uvicorn_options",
 }
 

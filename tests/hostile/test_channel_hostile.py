@@ -20,19 +20,39 @@ from tests.syncserver.test_channel import (
 AGENTS = {"p1": ["Platform"], "b1": ["Business"]}
 
 
+#: Batches of 40 kB committed at most while waiting for a channel that reads
+#: nothing to stall: 40 MB, ten times what Linux lets the kernel buffer for one
+#: loopback connection by default (the sender's tcp_wmem maximum, 4 MiB).
+MOST_BATCHES = 1000
+
+
 async def test_a_channel_that_does_not_read_is_dropped() -> None:
     limits = Limits(write_timeout=0.5, stream_backlog_bytes=200_000)
     async with guarded([SIMPLE], AGENTS, limits) as (server, url):
         ledger = server.ledgers[("default", "SimpleUCP")]
         ledger.subscribers = watched = Watched()
         reader, writer = await open_channel(url)
+        writer.transport.pause_reading()  # from now on the client reads nothing
+        (subscriber,) = watched
         agent = server.agent("default", "p1")
-        for i in range(100):  # 4 MB the channel would have to hold
+        # Commit 40 kB batches until the server stops writing them to the channel
+        # and queues them instead, past its backlog (or has dropped it already).
+        # How many that takes is up to the kernel: on loopback it may buffer up to
+        # 4 MiB, grown while the connection opens, so a fixed count (100 batches
+        # were) may all fit, and the channel never stall.
+        for i in range(MOST_BATCHES):
+            if subscriber.lagging or subscriber not in watched:
+                break
             await server.attempt("default", "SimpleUCP", agent, [big_create(f"c{i}")])
-        await watched.empty(10)
-        received = await closed_by_server(reader, 10)
-        assert len(received) < 100 * 40_000
+        else:
+            raise AssertionError(f"the channel took {MOST_BATCHES} batches of 40 kB unread")
+        await watched.empty(10)  # dropped: the backlog freed, and the socket after write_timeout
+        writer.transport.resume_reading()
+        received = (await closed_by_server(reader, 10)).decode()
         writer.close()
+        ids = [int(line[4:]) for line in received.splitlines() if line.startswith("id: ")]
+        assert ids == list(range(1, len(ids) + 1))
+        assert len(ids) < ledger.committed_seq  # what was not written was never sent
         # The agent's stream count is back to zero: it may open its streams again.
         again = [await open_channel(url) for _ in range(limits.max_streams_per_agent)]
         for _, w in again:

@@ -78,15 +78,16 @@ def made(monkeypatch: pytest.MonkeyPatch) -> Iterator[Made]:
     yield channels
 
 
-async def until(condition: Callable[[], bool], seconds: float = 5) -> None:
+async def until(condition: Callable[[], bool], seconds: float = 30) -> None:
     """Bounded wait for server state no event announces (a batch numbered but
-    held at the store's gate)."""
-
-    for _ in range(int(seconds / 0.002)):
-        if condition():
-            return
+    held at the store's gate), checked every 2 ms. The bound only ends a wait
+    that would never end: it is generous, for a machine busy with other tests
+    (numbering a 6 MB attempt took more than 5 s there)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not condition():
+        assert loop.time() < deadline, "timed out waiting for the server"
         await asyncio.sleep(0.002)
-    assert condition(), "timed out waiting for the server"
 
 
 class Wire:

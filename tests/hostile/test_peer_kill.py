@@ -157,32 +157,40 @@ async def until(agents: Collection[Agent], what: str, predicate: Callable[[], bo
         raise AssertionError(f"no {what} in {WAIT} s: {reports}") from None
 
 
-def loopback_ports(count: int) -> list[int]:
-    """Distinct ports nobody listens on now, below the range the OS picks from for
-    outgoing connections: free_port's are in that range, where a client socket
-    (even a peer retrying to reach a dead agent: a TCP self-connect) could take
-    a killed agent's port before it is restarted."""
+def hold_loopback_ports(count: int) -> tuple[list[int], list[socket.socket]]:
+    """Distinct loopback ports nobody listens on, below the range the OS picks
+    from for outgoing connections: free_port's are in that range, where a client
+    socket (even a peer retrying to reach a dead agent: a TCP self-connect) could
+    take a killed agent's port before it is restarted. With the sockets that hold
+    them until they are closed, at the end of the test.
+
+    Each socket is bound without SO_REUSEADDR, so that the bind fails on a port
+    that anyone holds or listens on (another test's, running at the same time
+    under pytest-xdist), then marked SO_REUSEADDR, so that the agent (whose
+    server sets it too) can bind the port and listen, again after each restart,
+    while no other test can pick it."""
     try:
         text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
         low = int(text.split()[0])
     except (OSError, ValueError, IndexError):
-        return [free_port() for _ in range(count)]  # not Linux: the OS picks the ports
-    chosen: set[int] = set()
+        return [free_port() for _ in range(count)], []  # not Linux: the OS picks the ports
+    held: list[socket.socket] = []
     pick = random.Random()
-    while len(chosen) < count:
+    while len(held) < count:
         port = pick.randrange(max(1024, low - 16384), low)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        chosen.add(port)
-    return sorted(chosen)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            sock.close()
+            continue
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.append(sock)
+    return sorted(sock.getsockname()[1] for sock in held), held
 
 
-def write_directory(tmp_path: Path) -> Path:
+def write_directory(tmp_path: Path, ports: list[int]) -> Path:
     lines = ["[mas.purchase]", 'protocols = ["purchase"]']
-    ports = loopback_ports(len(AGENTS))
     for (name, role), port in zip(AGENTS.items(), ports, strict=True):
         lines += [
             f"[mas.purchase.agents.{name}]",
@@ -234,7 +242,8 @@ async def enact_with_kills(tmp_path: Path, victim: str, kills: tuple[int, ...]) 
     in its current run, kill it with SIGKILL and restart it on its log. A run
     that will be killed is told to hold after HOLD more actions than that: the
     kill may land while it is acting, but never after it has done all its work."""
-    directory = write_directory(tmp_path)
+    ports, holders = hold_loopback_ports(len(AGENTS))
+    directory = write_directory(tmp_path, ports)
     news = asyncio.Event()
     agents = {name: Agent(name, directory, tmp_path / f"{name}.db", news) for name in AGENTS}
     everyone = list(agents.values())
@@ -281,6 +290,8 @@ async def enact_with_kills(tmp_path: Path, victim: str, kills: tuple[int, ...]) 
         for agent in agents.values():
             if agent.proc is not None:
                 await agent.proc.wait()
+        for sock in holders:
+            sock.close()
 
     logs = {name: read_log(agent.store) for name, agent in agents.items()}
     for name, held in logs.items():

@@ -156,7 +156,9 @@ async def open_stream(url: str, rcvbuf: int = 4096, token: str = "p1-token") -> 
 
 
 async def test_streams_that_do_not_read_are_dropped_and_free_everything() -> None:
-    limits = Limits(write_timeout=0.5, stream_backlog_bytes=200_000)
+    # A stream that lags ends its response; the server then closes the connection
+    # once it has been idle for keep_alive_timeout (5 s by default): short here.
+    limits = Limits(write_timeout=0.5, stream_backlog_bytes=200_000, keep_alive_timeout=0.2)
     async with guarded([SIMPLE], AGENTS, limits) as (server, url):
         ledger = server.ledgers[("default", "SimpleUCP")]
         ledger.subscribers = watched = Watched()
@@ -177,7 +179,8 @@ async def test_streams_that_do_not_read_are_dropped_and_free_everything() -> Non
 
 
 async def test_a_stream_that_falls_behind_is_told_where_to_resume() -> None:
-    limits = Limits(write_timeout=30, stream_backlog_bytes=200_000)
+    # The response ends with the lagging error; the connection, idle, then closes.
+    limits = Limits(write_timeout=30, stream_backlog_bytes=200_000, keep_alive_timeout=0.2)
     async with guarded([SIMPLE], AGENTS, limits) as (server, url):
         reader, writer = await open_stream(url)
         agent = server.agent("default", "p1")

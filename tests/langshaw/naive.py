@@ -67,6 +67,14 @@ class Instance:
     scope: Scope
     values: tuple[tuple[str, Any], ...]
 
+    def __hash__(self) -> int:
+        # Hashed at every step of an exploration: computed once.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.action, self.scope, self.values))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
 
 @dataclass
 class NaiveResult:
@@ -99,7 +107,9 @@ class View:
     one instance added, which is only bookkeeping: they are what a scan of
     ``instances`` and ``values`` would give."""
 
-    __slots__ = ("by_attr", "cache", "id", "instances", "items", "key_values", "occ", "values")
+    __slots__ = (
+        "added", "by_attr", "cache", "id", "instances", "items", "key_values", "occ", "values"
+    )
 
     def __init__(
         self, instances: frozenset[Instance], values: dict[tuple[Scope, str], Any], ident: int
@@ -109,6 +119,7 @@ class View:
         self.items = frozenset(values.items())
         self.id = ident
         self.cache: dict[Any, Any] = {}
+        self.added: dict[Instance, View] = {}  # the view with one instance more
         # An occurrence is an instance, or a dependency it records in its own
         # scope when the dependency has the same keys.
         self.occ: dict[str, frozenset[Scope]] = {}
@@ -158,13 +169,14 @@ class _Model:
         self.by_id = [self.empty]
         self.views: dict[Any, View] = {(frozenset(), frozenset()): self.empty}
         self.scope_cache: dict[tuple[str, bool], list[Scope]] = {}
+        self.instances: dict[Instance, Instance] = {}
 
     # Views -----------------------------------------------------------------------
 
     def add(self, view: View, inst: Instance) -> View:
         """Record ``inst``: the first value of each attribute in a scope stays."""
-        key = ("add", inst)
-        if key not in view.cache:
+        found = view.added.get(inst)
+        if found is None:
             new = [
                 ((inst.scope, a), v) for a, v in inst.values if (inst.scope, a) not in view.values
             ]
@@ -174,9 +186,8 @@ class _Model:
                 found = view.extended(inst, self.records[inst.action], len(self.by_id))
                 self.views[ident] = found
                 self.by_id.append(found)
-            view.cache[key] = found
-        result: View = view.cache[key]
-        return result
+            view.added[inst] = found
+        return found
 
     # The rules -------------------------------------------------------------------
 
@@ -226,9 +237,12 @@ class _Model:
                     return []  # nobody binds it, or two nearest ancestors disagree
                 choices.append(inherited[:1])
         names = self.data[action]
+        # Interned: equal instances are one object, compared by identity.
+        intern = self.instances.setdefault
         return [
-            Instance(action, scope, tuple(zip(names, combo, strict=True)))
+            intern(inst, inst)
             for combo in product(*choices)
+            for inst in [Instance(action, scope, tuple(zip(names, combo, strict=True)))]
         ]
 
     def inherited(self, view: View, attr: str, scope: Scope) -> list[Any]:
@@ -265,6 +279,13 @@ class _Model:
 
     def violations(self, view: View, inst: Instance) -> list[Kind]:
         """Every rule ``inst`` breaks when checked against ``view``."""
+        key = ("violations", inst)
+        if key not in view.cache:
+            view.cache[key] = self._violations(view, inst)
+        result: list[Kind] = view.cache[key]
+        return result
+
+    def _violations(self, view: View, inst: Instance) -> list[Kind]:
         action, scope = inst.action, inst.scope
         role = self.protocol.actions[action].actor
         occ = view.occ

@@ -316,6 +316,9 @@ async def test_keys_are_stable_per_step_and_across_restarts(httpx_mock: HTTPXMoc
             async with shop.proxy:
                 await shop.platform.attempt([shop.platform.initiating()[0].bind(**CREATE)])
                 await asyncio.wait_for(handled.wait(), 5)
+                # It dies: its handler, still waiting, is cut off (not given the
+                # 5 s grace of a stop).
+                await shop.proxy.stop(grace=0)
             first = [r.headers["Idempotency-Key"] for r in httpx_mock.get_requests()]
             handled.clear()
             restarted = shop.new_proxy(internal=["cid"], header_hook=hook, exclude=["Create"])
