@@ -91,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             return USAGE
         if unknown:  # the verb's usage, not the top level's
             args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    except SystemExit as exit:
-        return exit.code if isinstance(exit.code, int) else USAGE
+    except SystemExit as stopped:
+        return stopped.code if isinstance(stopped.code, int) else USAGE
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
