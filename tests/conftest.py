@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,13 @@ from langshaw import LangshawProtocol
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = ROOT / "protocols"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# A run started in the background by a shell without job control (`make test &`
+# in a script, some CI runners) inherits SIGINT ignored, and so would every
+# process the tests start: the tests that interrupt one with SIGINT (Ctrl-C)
+# would fail. Each test process (and each pytest-xdist worker) restores it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # SimpleUCP bindings for tests that only need some checkout to exist: the
