@@ -42,12 +42,16 @@ exit status (every command):
 An error a user can cause is one line on stderr; a traceback is a bug: please report it."""
 
 
+def _parsed(text: str, kind: type[int] | type[float], name: str) -> float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {name}") from None
+
+
 def port(text: str) -> int:
     """An argparse type: a TCP port, 0 (any free one) to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    value = int(_parsed(text, int, "a port number"))
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value}: a port is 0 (any free one) to 65535")
     return value
@@ -55,10 +59,7 @@ def port(text: str) -> int:
 
 def positive(text: str) -> float:
     """An argparse type: a positive, finite number (seconds, a window)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _parsed(text, float, "a number")
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text}: must be a positive number")
     return value
@@ -66,10 +67,7 @@ def positive(text: str) -> float:
 
 def count(text: str) -> int:
     """An argparse type: a positive whole number (calls, rounds, bytes)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = int(_parsed(text, int, "a whole number"))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value}: must be a positive whole number")
     return value
