@@ -17,6 +17,13 @@ In one run, on loopback, against servers in their own processes:
 5. the server's resident memory after 100,000 finalized actions, against the
    JSON size of those actions.
 
+With ``--history N``, only the costs against history (``bench/_history.py``):
+requests to a server with N enactments in its log against one with 100, the
+WAL's size, and what batched answers carry.
+
+With ``--fanout S``, only what S event-stream subscribers cost the server
+against one (``bench/_fanout.py``).
+
 With ``--db``, only the scale-out comparison (``bench/_scaleout.py``): latency
 and throughput of 1, 2 and 3 SyncServers (``--instances``) sharing the
 PostgreSQL log, against one SyncServer on SQLite and the echo baseline.
@@ -61,8 +68,18 @@ def rss(pid: int) -> int:
 def syncserver_command(config: Path, db: Path) -> tuple[str, ...]:
     """``strabo syncserver`` on a free port, quiet, for :func:`process`."""
     return (
-        sys.executable, "-m", "strabo.cli", "syncserver", "--config", str(config),
-        "--db", str(db), "--port", "0", "--log-level", "warning",
+        sys.executable,
+        "-m",
+        "strabo.cli",
+        "syncserver",
+        "--config",
+        str(config),
+        "--db",
+        str(db),
+        "--port",
+        "0",
+        "--log-level",
+        "warning",
     )
 
 
@@ -286,9 +303,11 @@ async def main(quick: bool) -> None:
             await latency((ehost, eport), (host, port), 400, "warm")
             echo_lat, sync_lat = await latency((ehost, eport), (host, port), n, "lat")
             echo_tput, sync_tput = await throughput((ehost, eport), (host, port), agents, seconds)
-        async with process(
-            *syncserver_command(config, directory / "memory.db")
-        ) as (host, port, pid):
+        async with process(*syncserver_command(config, directory / "memory.db")) as (
+            host,
+            port,
+            pid,
+        ):
             await memory(host, port, pid, 400, "warm")  # let the process settle first
             memory_actions = 20_000 if quick else 100_000
             before, after, size = await memory(host, port, pid, memory_actions)
@@ -368,14 +387,36 @@ if __name__ == "__main__":
         "'postgres' starts a throwaway server) with SQLite and the echo baseline",
     )
     parser.add_argument(
+        "--history",
+        type=int,
+        metavar="N",
+        help="instead: what requests cost with N enactments in the log against 100 "
+        "(and the WAL's size, and batched answers' sizes)",
+    )
+    parser.add_argument(
+        "--fanout",
+        type=int,
+        metavar="S",
+        help="instead: what S event-stream subscribers cost, against one",
+    )
+    parser.add_argument(
         "--instances",
         default="1,2,3",
         metavar="N,...",
-        help="with --db: how many SyncServer processes share the log, per set-up "
-        "(default 1,2,3)",
+        help="with --db: how many SyncServer processes share the log, per set-up (default 1,2,3)",
     )
     arguments = parser.parse_args()
-    if arguments.db is None:
+    if arguments.fanout is not None:
+        from bench._fanout import compare as fanout
+
+        asyncio.run(fanout(arguments.fanout, arguments.quick))
+    elif arguments.history is not None:
+        from bench._history import batched_answers
+        from bench._history import compare as against_history
+
+        asyncio.run(against_history(arguments.history, arguments.quick))
+        asyncio.run(batched_answers(arguments.quick))
+    elif arguments.db is None:
         asyncio.run(main(arguments.quick))
     else:
         from bench._pgcluster import Cluster

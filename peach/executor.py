@@ -12,6 +12,7 @@ module holds that logic; subclasses only say how to send, read and stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import uuid
@@ -32,6 +33,9 @@ _PAGE = 1000
 # The waits (syncserver.retry): before resending an attempt (with its id), and
 # before reconnecting a feed's stream.
 RESEND = Backoff(0.1, 5.0)
+#: How long an attempt whose batch holds others' entries waits for the stream to
+#: bring them before it reads them from the log.
+REACH_PATIENCE = 2.0
 RECONNECT = Backoff(0.05, 5.0)
 
 
@@ -81,6 +85,7 @@ class _Feed:
         self.task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
         self.stopped: LogGapError | None = None  # the log has a gap: nothing more follows
+        self.advanced = asyncio.Event()  # set (and replaced) when a batch is applied
 
     async def add(self, adapter: Member) -> None:
         """Attach ``adapter`` to the view (brought up to date without running any
@@ -134,6 +139,28 @@ class _Feed:
                     self._apply(earlier)
             self._apply(batch)
 
+    async def reach(self, seq: int) -> None:
+        """Wait until batch ``seq`` is applied. The stream brings it (it is
+        committed); without a stream, or if the stream has not brought it within
+        ``REACH_PATIENCE`` (it lags, or reconnects), the log is read."""
+        if self.task is not None:
+            deadline = asyncio.get_running_loop().time() + REACH_PATIENCE
+            while self.applied < seq and self.stopped is None:
+                advanced = self.advanced
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(advanced.wait(), left)
+        while self.applied < seq:
+            before = self.applied
+            await self.refresh()
+            if self.applied == before:  # not in the log (yet?): the server said it is
+                raise ExecutorError(
+                    f"batch {seq} of {self.protocol.name} was finalized but the log "
+                    f"ends at batch {before}"
+                )
+
     def _gap(self, seen: int) -> LogGapError:
         """The server's log skips a batch: applying what follows could apply an
         action before one it depends on, so the feed stops instead, for good."""
@@ -161,6 +188,8 @@ class _Feed:
             return
         completed, touched = self.view.apply(batch)
         self.applied = batch.seq
+        self.advanced.set()  # wakes whoever waits to reach a batch
+        self.advanced = asyncio.Event()
         for adapter in self.adapters:
             adapter.batch_applied(batch, completed, touched, live)
 
@@ -230,8 +259,9 @@ class Executor:
 
     async def _send(
         self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str
-    ) -> tuple[Batch, list[int]]:
-        """Finalize an attempt: the batch holding it, and its instances' positions."""
+    ) -> tuple[Batch | int, list[int]]:
+        """Finalize an attempt: the batch holding it (or only its number, when
+        the stream brings the other entries), and its instances' positions."""
         raise NotImplementedError
 
     async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
@@ -301,6 +331,10 @@ class Executor:
                 log.warning("attempt %s failed (%s); retrying with the same id", attempt_id, exc)
             await asyncio.sleep(RESEND.delay(tries + 1))  # back-off, not a race fix
         feed = self._feeds.get(adapter.protocol.name)
+        if isinstance(batch, int):  # finalized with others': the stream brings them
+            if feed is not None:
+                await feed.reach(batch)
+            return list(instances)  # in the batch at the positions ``mine``
         if feed is not None:
             await feed.deliver(batch)
         return [batch.entries[i].instance for i in mine]

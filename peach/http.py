@@ -147,7 +147,7 @@ class SyncExecutor(Executor):
 
     async def _send(
         self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str
-    ) -> tuple[Batch, list[int]]:
+    ) -> tuple[Batch | int, list[int]]:
         body = {
             "instances": [
                 {"action": i.action.name, "bindings": dict(i.bindings)} for i in instances
@@ -159,7 +159,7 @@ class SyncExecutor(Executor):
             try:
                 async with asyncio.timeout(self.timeout):
                     data, batch = await line.attempt(
-                        body, lambda data: _finalized(adapter, instances, data)
+                        body, lambda data: _whole(adapter, instances, data)
                     )
             except TimeoutError:
                 raise ExecutorError(
@@ -172,9 +172,8 @@ class SyncExecutor(Executor):
                 ) from None
             status = data.get("status")
             if status == 200:
-                if batch is None:
-                    batch = _finalized(adapter, instances, data)
-                return batch, list(data["attempt"])
+                whole = batch if batch is not None else _finalized(adapter, instances, data)
+                return whole, list(data["attempt"])
             status = status if isinstance(status, int) else 502
             rejection = _rejection(Response(status, "", {}, json.dumps(data).encode()), instances)
             if isinstance(rejection, ExecutorError) and rejection.code == "too-many-in-flight":
@@ -283,16 +282,33 @@ class SyncExecutor(Executor):
 
 def _finalized(
     adapter: Member, instances: Sequence[ActionInstance], data: Mapping[str, Any]
-) -> Batch:
+) -> Batch | int:
     """The batch an attempt's answer describes: our instances at their positions,
-    and the entries of other attempts finalized in the same batch, as sent."""
-    entries: list[Entry | None] = [None] * (len(data["attempt"]) + len(data["others"]))
+    and the entries of other attempts finalized in the same batch, as sent (a
+    channel's answer). A POST's answer sends only the batch's size: when the
+    batch holds others, their entries come on the stream, and only the batch's
+    number is returned."""
+    size = len(data["attempt"]) + len(data["others"]) if "others" in data else data["size"]
+    if "others" not in data and size != len(data["attempt"]):
+        return int(data["seq"])
+    entries: list[Entry | None] = [None] * size
     for position, instance in zip(data["attempt"], instances, strict=True):
         entries[position] = Entry(instance, adapter.name)
-    others = parse_batch(adapter.protocol, {"seq": 0, "instances": data["others"]})
-    for other, entry in zip(data["others"], others.entries, strict=True):
-        entries[other["index"]] = entry
+    if "others" in data:
+        others = parse_batch(adapter.protocol, {"seq": 0, "instances": data["others"]})
+        for other, entry in zip(data["others"], others.entries, strict=True):
+            entries[other["index"]] = entry
     return Batch(adapter.protocol.name, int(data["seq"]), tuple(entries))  # type: ignore[arg-type]
+
+
+def _whole(
+    adapter: Member, instances: Sequence[ActionInstance], data: Mapping[str, Any]
+) -> Batch:
+    """The batch a channel's answer holds whole (it takes the batch event's place)."""
+    batch = _finalized(adapter, instances, data)
+    if isinstance(batch, int):
+        raise ValueError("the answer of a channel lacks the batch's other entries")
+    return batch
 
 
 def _error_body(response: Answer) -> dict[str, Any]:

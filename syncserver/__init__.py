@@ -28,13 +28,8 @@ from syncserver.errors import Rejected, ServiceError
 from syncserver.ledger import Receipt
 from syncserver.limits import Limits
 from syncserver.server import SyncServer, open_store
-from syncserver.store import (
-    MemoryStore,
-    SharedStore,
-    SQLiteStore,
-    Store,
-    StoreError,
-)
+from syncserver.sqlite import SQLiteStore
+from syncserver.store import MemoryStore, SharedStore, Store, StoreError
 
 if TYPE_CHECKING:
     from syncserver._guard import uvicorn_options

@@ -68,9 +68,15 @@ async def answer(
 
 
 async def finalize(
-    server: SyncServer, mas: str, protocol: str, agent: AgentConfig, parsed: AttemptIn
+    server: SyncServer,
+    mas: str,
+    protocol: str,
+    agent: AgentConfig,
+    parsed: AttemptIn,
+    others: bool = False,
 ) -> dict[str, Any]:
-    """Finalize a parsed attempt (from a POST or a channel); the answer's JSON."""
+    """Finalize a parsed attempt (from a POST or, with ``others``, a channel);
+    the answer's JSON."""
     for index, instance in enumerate(parsed.instances):
         problem = json_problem(instance.bindings, f"instances[{index}].bindings")
         if problem is not None:  # NaN, Infinity, 1e400: not JSON, not re-sendable
@@ -82,11 +88,19 @@ async def finalize(
         [{"action": i.action, "bindings": i.bindings} for i in parsed.instances],
         attempt_id=parsed.attempt_id,
     )
-    # The caller knows its own instances: send their positions in the batch,
-    # and only the other entries in full (a batched window may hold some).
+    # The caller knows its own instances: send their positions in the batch and
+    # its size. The other entries of a batched window reach every agent on its
+    # stream: sent in each answer too, a burst of N would cost N² entries.
+    # A channel's answer takes the place of the batch's event: it has them all.
     batch, own = receipt.batch, set(receipt.positions)
-    others = [{"index": i, **e.to_json()} for i, e in enumerate(batch.entries) if i not in own]
-    return {"seq": batch.seq, "attempt": list(receipt.positions), "others": others}
+    data: dict[str, Any] = {"seq": batch.seq, "attempt": list(receipt.positions)}
+    if others:
+        data["others"] = [
+            {"index": i, **e.to_json()} for i, e in enumerate(batch.entries) if i not in own
+        ]
+    else:
+        data["size"] = len(batch.entries)
+    return data
 
 
 class ClientLeft(Exception):

@@ -165,9 +165,7 @@ class Channel(asyncio.Protocol):
                 # small pieces costs time linear in its length.
                 self._scanned = len(self._buffer)
                 if self._scanned > self.limits.max_body:
-                    self._fail(
-                        "too-large", f"an attempt line exceeds {self.limits.max_body} bytes"
-                    )
+                    self._fail("too-large", f"an attempt line exceeds {self.limits.max_body} bytes")
                 return
             line = bytes(self._buffer[:end])
             del self._buffer[: end + 1]
@@ -274,7 +272,12 @@ class Channel(asyncio.Protocol):
             if self.on_attempt is not None:
                 self.on_attempt(self.ledger.mas, self.agent.name)
             data = await finalize(
-                self.server, self.ledger.mas, self.ledger.protocol.name, self.agent, parsed
+                self.server,
+                self.ledger.mas,
+                self.ledger.protocol.name,
+                self.agent,
+                parsed,
+                others=True,
             )
             # The batch goes out on every stream first: channels took it during
             # the commit, and the event streams' tasks it woke run before this
@@ -449,6 +452,3 @@ def _attempt_id(line: bytes) -> str | None:
         return None
     ident = data.get("attempt_id") if isinstance(data, dict) else None
     return ident if isinstance(ident, str) and 0 < len(ident) <= 200 else None
-
-
-

@@ -74,6 +74,8 @@ CREATE TABLE IF NOT EXISTS strabo_instances (
     PRIMARY KEY (mas, protocol, seq, idx)
 );
 CREATE INDEX IF NOT EXISTS strabo_instances_by_root ON strabo_instances (mas, protocol, root);
+CREATE INDEX IF NOT EXISTS strabo_instances_by_attempt
+    ON strabo_instances (mas, protocol, performer, attempt_id) WHERE attempt_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS strabo_ledgers (
     mas TEXT NOT NULL,
     protocol TEXT NOT NULL,
@@ -396,14 +398,14 @@ class PostgresStore(SharedStore):
         performer: str,
         root: tuple[Any, ...],
     ) -> Batch | None:
+        # Not through the root: one enactment may hold thousands of rows.
         batches = await self._query(
             protocol,
-            "AND root = $3 AND attempt_id = $4 AND performer = $5",
+            "AND performer = $3 AND attempt_id = $4",
             mas,
             protocol.name,
-            root_text(root),
-            attempt_id,
             performer,
+            attempt_id,
         )
         return batches[0] if batches else None
 

@@ -11,8 +11,9 @@ what they serve (the server, its limits, who is connected) is on the app
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,13 +236,14 @@ async def enactments(request: Request) -> Response:
     _, ledger = _ledger_for(request)
     offset = _int(request.query_params.get("offset"), 0)
     limit = min(_int(request.query_params.get("limit"), 100), 1000)
-    roots = list(ledger.state.roots())
+    state = ledger.state
     keys = ledger.protocol.root_keys
+    # Skipped in C, never copied: the first pages cost the same at any history.
     page = [
-        {"keys": dict(zip(keys, root, strict=True)), "complete": ledger.state.is_complete(root)}
-        for root in roots[offset : offset + limit]
+        {"keys": dict(zip(keys, root, strict=True)), "complete": state.is_complete(root)}
+        for root in itertools.islice(state.roots(), offset, offset + limit)
     ]
-    return _json({"total": len(roots), "offset": offset, "enactments": page})
+    return _json({"total": len(state), "offset": offset, "enactments": page})
 
 
 async def enactment(request: Request) -> Response:
@@ -266,28 +268,59 @@ async def enactment(request: Request) -> Response:
         root = alternative
         keys = dict(zip(protocol.root_keys, root, strict=True))
     batches = await ledger.store.by_root(ledger.mas, protocol, root)
-    replica = await ledger.replica(root)
+    replica = await ledger.replica(root, batches)
+    page = _Page(request, protocol.root_keys)
+    instances = [
+        {"seq": b.seq, **e.to_json()} for b in batches if b.seq > page.after for e in b.entries
+    ]
+    shown = instances[: page.limit]
+    if page.role is not None and page.role not in protocol.roles:
+        raise ServiceError(
+            400,
+            "bad-request",
+            f"role={_param(page.role, 'role')!r}: {protocol.name} has the roles "
+            f"{', '.join(protocol.roles)}",
+        )
+    roles = [page.role] if page.role is not None else list(protocol.roles)
+    enabled = {role: replica.enabled(role, root) for role in roles}
     return _json(
         {
             "keys": keys,
             "complete": ledger.state.is_complete(root),
-            "instances": [{"seq": b.seq, **e.to_json()} for b in batches for e in b.entries],
+            "instances": shown,
+            # Where the next page starts; null on the last page.
+            "next_after": shown[-1]["seq"] if len(instances) > len(shown) else None,
             "enabled": {
-                role: [
-                    {
-                        "action": e.action.name,
-                        "keys": e.keys,
-                        "new_keys": list(e.new_keys),
-                        "fixed": {k: v for k, v in e.fixed.items() if v is not ABSENT},
-                        "absent": [k for k, v in e.fixed.items() if v is ABSENT],
-                        "to_bind": list(e.to_bind),
-                    }
-                    for e in replica.enabled(role, root)
-                ]
-                for role in protocol.roles
+                role: [_enabled_json(e) for e in entries[: page.limit]]
+                for role, entries in enabled.items()
             },
+            "enabled_total": {role: len(entries) for role, entries in enabled.items()},
         }
     )
+
+
+class _Page:
+    """Paging of one enactment's answer: ``after`` (a batch's seq: the instances
+    of later batches), ``limit`` (instances, and enabled actions per role) and
+    ``role`` (only that role's enabled actions). A root key of the same name
+    wins: the parameter then names the enactment, and the default applies."""
+
+    def __init__(self, request: Request, root_keys: Sequence[str]) -> None:
+        params = {k: v for k, v in request.query_params.items() if k not in root_keys}
+        self.after = _int(params.get("after"), 0)
+        self.limit = max(1, min(_int(params.get("limit"), 500), 5000))
+        self.role = params.get("role")
+
+
+def _enabled_json(e: Any) -> dict[str, Any]:
+    return {
+        "action": e.action.name,
+        "keys": e.keys,
+        "new_keys": list(e.new_keys),
+        "fixed": {k: v for k, v in e.fixed.items() if v is not ABSENT},
+        "absent": [k for k, v in e.fixed.items() if v is ABSENT],
+        "to_bind": list(e.to_bind),
+    }
 
 
 async def service_error(request: Request, exc: Exception) -> Response:

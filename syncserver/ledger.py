@@ -266,9 +266,9 @@ class Ledger(LogReader):
                         future.set_result(receipt)
         await self.answer_rejected(rejected)
 
-    def check_window(self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]) -> (
-        tuple[list[tuple[Attempt, asyncio.Future[Receipt]]], list[Rejection]] | None
-    ):
+    def check_window(
+        self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]
+    ) -> tuple[list[tuple[Attempt, asyncio.Future[Receipt]]], list[Rejection]] | None:
         """Check a window's attempts one after the other, in priority order, each
         against the state plus the window's earlier accepted ones (applied to the
         state as they are accepted). None if checking failed (a bug): every
@@ -512,11 +512,16 @@ class Ledger(LogReader):
 
     # Reading ------------------------------------------------------------------------
 
-    async def replica(self, root: tuple[Any, ...]) -> SocialState:
+    async def replica(
+        self, root: tuple[Any, ...], logged: Sequence[Batch] | None = None
+    ) -> SocialState:
         """One enactment with its values (the ledger keeps digests), from the log
-        and the batches accepted but not yet committed."""
+        (``logged``: its batches, if the caller has read them already) and the
+        batches accepted but not yet committed."""
         state = SocialState(self.protocol)
-        for batch in await self.store.by_root(self.mas, self.protocol, root):
+        if logged is None:
+            logged = await self.store.by_root(self.mas, self.protocol, root)
+        for batch in logged:
             if batch.seq not in self._uncommitted:
                 state.apply([e.instance for e in batch.entries])
         roots = self.protocol.root_keys

@@ -20,7 +20,8 @@ from syncserver.batch import Batch
 from syncserver.config import POLICIES, AgentConfig, Config, MASConfig
 from syncserver.errors import Rejected, ServiceError
 from syncserver.ledger import Attempt, Ledger, Receipt
-from syncserver.store import MemoryStore, SQLiteStore, Store, StoreError, is_url
+from syncserver.sqlite import SQLiteStore
+from syncserver.store import MemoryStore, Store, StoreError, is_url
 
 
 def open_store(spec: str | Path, synchronous: str = "normal") -> Store:

@@ -1,4 +1,7 @@
-"""Where finalized instances are kept: SQLite on disk, or memory.
+"""Where finalized instances are kept: the interface, and the store in memory.
+
+The durable stores implement it: SQLite (``syncserver.sqlite``) and PostgreSQL
+(``syncserver._pgstore``).
 
 The log is append-only. A batch is written in one transaction, and the server
 acknowledges an attempt only after the transaction holding it has committed, so
@@ -13,14 +16,9 @@ such a store is ``shared``, and the ledger then finalizes inside
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import logging
 import re
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -28,8 +26,6 @@ from urllib.parse import unquote
 
 from langshaw import ActionInstance, LangshawProtocol
 from syncserver.batch import Batch, Entry
-
-log = logging.getLogger("strabo.syncserver")
 
 
 def root_text(values: tuple[Any, ...]) -> str:
@@ -215,228 +211,6 @@ class MemoryStore(Store):
         if batch is None:
             return None
         return batch.only(lambda e: e.attempt_id == attempt_id and e.performer == performer)
-
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS instances (
-    mas TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    idx INTEGER NOT NULL,
-    root TEXT NOT NULL,
-    action TEXT NOT NULL,
-    performer TEXT NOT NULL,
-    bindings TEXT NOT NULL,
-    attempt_id TEXT,
-    PRIMARY KEY (mas, protocol, seq, idx)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS instances_by_root ON instances (mas, protocol, root);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS protocols (
-    mas TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    meaning TEXT NOT NULL,
-    PRIMARY KEY (mas, protocol)
-) WITHOUT ROWID;
-"""
-_SCHEMA_VERSION = "1"
-_INSERT = "INSERT INTO instances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_COLUMNS = "seq, idx, action, performer, bindings, attempt_id"
-
-
-class SQLiteStore(Store):
-    """The durable store: one SQLite file in WAL mode.
-
-    ``synchronous='normal'`` (the default) makes a commit durable against the
-    process dying (``kill -9``), which is what an acknowledgement promises. Such a
-    commit is a write to the WAL without fsync, so it is done right away on the
-    event loop, and checkpoints (which do sync) run on a worker thread.
-    ``'full'`` also survives power loss, at the price of an fsync per commit; its
-    commits run on the worker thread. Reads always run there, on a connection of
-    their own.
-    """
-
-    def __init__(
-        self, path: str | Path, synchronous: str = "normal", checkpoint_pages: int = 4000
-    ) -> None:
-        if synchronous not in ("normal", "full"):
-            raise ValueError(f"synchronous must be 'normal' or 'full', not {synchronous!r}")
-        self.path = Path(path)
-        self.synchronous = synchronous
-        self.synchronous_append = synchronous == "normal"
-        self.checkpoint_pages = checkpoint_pages
-        self._db: sqlite3.Connection | None = None  # the writer
-        self._reader: sqlite3.Connection | None = None  # reads and checkpoints
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="strabo-sqlite")
-        self._rows_since_checkpoint = 0
-        self._checkpoint: asyncio.Future[Any] | None = None
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, fn, *args)
-
-    async def open(self) -> None:
-        await self._run(self._open)
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        db.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
-        return db
-
-    def _open(self) -> None:
-        try:
-            if self.path.parent and not self.path.parent.exists():
-                raise StoreError(f"{self.path}: directory {self.path.parent} does not exist")
-            db = self._connect()
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run off the loop
-            db.executescript(_SCHEMA)
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            if row is None:
-                db.execute("INSERT INTO meta VALUES ('schema', ?)", (_SCHEMA_VERSION,))
-            elif row[0] != _SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: schema version {row[0]}, this strabo reads {_SCHEMA_VERSION}"
-                )
-            self._reader = self._connect()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open the database: {exc}") from None
-        self._db = db
-
-    async def close(self) -> None:
-        if self._checkpoint is not None:
-            await asyncio.gather(self._checkpoint, return_exceptions=True)
-        if self._db is not None:
-            await self._run(self._close)
-        self._thread.shutdown(wait=True)
-
-    def _close(self) -> None:
-        assert self._db is not None and self._reader is not None
-        with contextlib.suppress(sqlite3.Error):  # the WAL is replayed at open anyway
-            self._reader.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._reader.close()
-        self._db.close()
-        self._db = self._reader = None
-
-    async def append(self, mas: str, protocol: LangshawProtocol, batches: Sequence[Batch]) -> None:
-        if self.synchronous == "full":
-            await self._run(self._append, self._rows(mas, protocol, batches))
-        else:
-            self.append_now(mas, protocol, batches)
-
-    @staticmethod
-    def _rows(
-        mas: str, protocol: LangshawProtocol, batches: Sequence[Batch]
-    ) -> list[tuple[Any, ...]]:
-        name = protocol.name
-        return [(mas, name, *row) for row in rows_of(protocol, batches)]
-
-    def append_now(self, mas: str, protocol: LangshawProtocol, batches: Sequence[Batch]) -> None:
-        """Write batches at once (``synchronous='normal'``: no fsync to wait for)."""
-        rows = self._rows(mas, protocol, batches)
-        self._append(rows)
-        self._rows_since_checkpoint += len(rows)
-        if self._rows_since_checkpoint >= self.checkpoint_pages and self._checkpoint is None:
-            self._rows_since_checkpoint = 0
-            self._checkpoint = asyncio.ensure_future(self._run(self._passive_checkpoint))
-            self._checkpoint.add_done_callback(self._checkpoint_done)
-
-    def _passive_checkpoint(self) -> None:
-        assert self._reader is not None
-        self._reader.execute("PRAGMA wal_checkpoint(PASSIVE)")
-
-    def _checkpoint_done(self, future: asyncio.Future[Any]) -> None:
-        self._checkpoint = None
-        if not future.cancelled() and future.exception() is not None:
-            log.warning("checkpoint of %s failed: %s", self.path, future.exception())
-
-    def _append(self, rows: list[tuple[Any, ...]]) -> None:
-        db = self._db
-        assert db is not None, "store is not open"
-        try:
-            if len(rows) == 1:  # one statement is its own transaction: no BEGIN, no COMMIT
-                db.execute(_INSERT, rows[0])
-            else:
-                db.execute("BEGIN")
-                db.executemany(_INSERT, rows)
-                db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: write failed: {exc}") from None
-
-    def _select(self, protocol: LangshawProtocol, sql: str, args: Iterable[Any]) -> list[Batch]:
-        db = self._reader
-        assert db is not None, "store is not open"
-        return batches_of(protocol, db.execute(sql, tuple(args)))
-
-    async def _query(
-        self, protocol: LangshawProtocol, where: str, args: tuple[Any, ...]
-    ) -> list[Batch]:
-        sql = (
-            f"SELECT {_COLUMNS} FROM instances WHERE mas = ? AND protocol = ? {where} "
-            "ORDER BY seq, idx"
-        )
-        batches: list[Batch] = await self._run(self._select, protocol, sql, args)
-        return batches
-
-    async def load(self, mas: str, protocol: LangshawProtocol) -> list[Batch]:
-        return await self._query(protocol, "", (mas, protocol.name))
-
-    async def read(
-        self, mas: str, protocol: LangshawProtocol, after: int, until: int
-    ) -> list[Batch]:
-        return await self._query(
-            protocol, "AND seq > ? AND seq <= ?", (mas, protocol.name, after, until)
-        )
-
-    async def by_root(
-        self, mas: str, protocol: LangshawProtocol, root: tuple[Any, ...]
-    ) -> list[Batch]:
-        return await self._query(protocol, "AND root = ?", (mas, protocol.name, root_text(root)))
-
-    async def find_attempt(
-        self,
-        mas: str,
-        protocol: LangshawProtocol,
-        attempt_id: str,
-        performer: str,
-        root: tuple[Any, ...],
-    ) -> Batch | None:
-        # Through the root index: an enactment has few rows, so no index on ids.
-        batches = await self._query(
-            protocol,
-            "AND root = ? AND attempt_id = ? AND performer = ?",
-            (mas, protocol.name, root_text(root), attempt_id, performer),
-        )
-        return batches[0] if batches else None
-
-    async def record_protocol(
-        self, mas: str, protocol: str, fingerprint: str, meaning: str
-    ) -> tuple[str, str]:
-        recorded: tuple[str, str] = await self._run(
-            self._record_protocol, mas, protocol, fingerprint, meaning
-        )
-        return recorded
-
-    def _record_protocol(
-        self, mas: str, protocol: str, fingerprint: str, meaning: str
-    ) -> tuple[str, str]:
-        db = self._db
-        assert db is not None, "store is not open"
-        try:
-            db.execute(
-                "INSERT OR IGNORE INTO protocols VALUES (?, ?, ?, ?)",
-                (mas, protocol, fingerprint, meaning),
-            )
-            row = db.execute(
-                "SELECT fingerprint, meaning FROM protocols WHERE mas = ? AND protocol = ?",
-                (mas, protocol),
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot record the protocol: {exc}") from None
-        return row[0], row[1]
 
 
 def rows_of(protocol: LangshawProtocol, batches: Sequence[Batch]) -> list[tuple[Any, ...]]:

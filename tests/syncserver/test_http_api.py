@@ -60,7 +60,7 @@ async def test_attempt_returns_the_finalized_batch(api) -> None:
     assert response.status_code == 200
     data = response.json()
     # The caller's own instances are given by position; others (none here) in full.
-    assert data == {"seq": 1, "attempt": [0], "others": []}
+    assert data == {"seq": 1, "attempt": [0], "size": 1}
     log = (await platform.get(f"{BASE}/log")).json()
     assert log["events"] == [
         {
@@ -71,6 +71,7 @@ async def test_attempt_returns_the_finalized_batch(api) -> None:
             ],
         }
     ]
+
 
 @pytest.mark.parametrize(
     ("instance", "status", "rule"),
@@ -98,7 +99,10 @@ async def test_attempt_returns_the_finalized_batch(api) -> None:
             (
                 "Complete",
                 {
-                    "cid": "c9", "Created": True, "id": "x", "payment_data": PAYMENT_DATA,
+                    "cid": "c9",
+                    "Created": True,
+                    "id": "x",
+                    "payment_data": PAYMENT_DATA,
                     "risk_signals": {},
                 },
             ),
@@ -366,3 +370,30 @@ async def test_agents_listing_shows_roles_streams_and_attempts(api) -> None:
     assert agents["business"]["last_attempt"] is None
     async with h.client(None) as anonymous:
         assert (await anonymous.get("/mas/default/agents")).status_code == 401
+
+
+async def test_an_enactment_answer_is_paged(api) -> None:
+    _, platform, business = api
+    await create(platform, "c1")
+    created = {"cid": "c1", "Create": True, "id": "x", "totals": [], "payment": {}}
+    assert (await business.post(f"{BASE}/attempts", json=body(("Created", created)))).is_success
+    url = f"{BASE}/enactment"
+    whole = (await business.get(url, params={"cid": "c1"})).json()
+    assert [i["seq"] for i in whole["instances"]] == [1, 2] and whole["next_after"] is None
+    first = (await business.get(url, params={"cid": "c1", "limit": 1})).json()
+    assert [i["seq"] for i in first["instances"]] == [1] and first["next_after"] == 1
+    rest = (await business.get(url, params={"cid": "c1", "after": first["next_after"]})).json()
+    assert [i["seq"] for i in rest["instances"]] == [2] and rest["next_after"] is None
+    # The enabled actions: counted whole, listed up to the limit, for one role if asked.
+    assert whole["enabled_total"]["Platform"] == len(whole["enabled"]["Platform"]) >= 2
+    one = (await business.get(url, params={"cid": "c1", "limit": 1, "role": "Platform"})).json()
+    assert set(one["enabled"]) == {"Platform"} and len(one["enabled"]["Platform"]) == 1
+    assert one["enabled_total"] == {"Platform": whole["enabled_total"]["Platform"]}
+    unknown = await business.get(url, params={"cid": "c1", "role": "Nobody"})
+    assert unknown.status_code == 400 and "Platform" in error(unknown)["message"]
+    listing = (await business.get(f"{BASE}/enactments", params={"offset": 0, "limit": 1})).json()
+    assert listing == {
+        "total": 1,
+        "offset": 0,
+        "enactments": [{"keys": {"cid": "c1"}, "complete": False}],
+    }
