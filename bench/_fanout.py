@@ -48,13 +48,14 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _read(host: str, port: int, count: int) -> None:
-    """The readers' process: ``count`` event streams, read and discarded."""
+async def _read(host: str, port: int, count: int, after: int) -> None:
+    """The readers' process: ``count`` event streams from batch ``after`` on,
+    read and discarded."""
 
     async def one(i: int, ready: asyncio.Event) -> None:
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(
-            f"GET {PATH}/events?after=1000000000 HTTP/1.1\r\nHost: bench\r\n"
+            f"GET {PATH}/events?after={after} HTTP/1.1\r\nHost: bench\r\n"
             f"Authorization: Bearer r{i}\r\nAccept: text/event-stream\r\n\r\n".encode()
         )
         head = await reader.readuntil(b"\r\n\r\n")
@@ -70,9 +71,9 @@ async def _read(host: str, port: int, count: int) -> None:
     await asyncio.gather(*tasks)
 
 
-async def _readers(host: str, port: int, count: int) -> asyncio.subprocess.Process:
+async def _readers(host: str, port: int, count: int, after: int) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench._fanout", "--read", host, str(port), str(count),
+        sys.executable, "-m", "bench._fanout", "--read", host, str(port), str(count), str(after),
         stdout=asyncio.subprocess.PIPE,
         cwd=ROOT,
     )  # fmt: skip
@@ -101,7 +102,8 @@ async def compare(subscribers: int, quick: bool) -> None:
             serial = 0
             for _ in range(rounds):
                 for count in (1, subscribers):
-                    readers = await _readers(host, port, count)
+                    info = await agent.request("GET", PATH)
+                    readers = await _readers(host, port, count, info.json()["last_seq"])
                     try:
                         cpu0, start = _cpu(pid), time.perf_counter()
                         while time.perf_counter() - start < seconds:
@@ -137,4 +139,4 @@ async def compare(subscribers: int, quick: bool) -> None:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--read"]:
-    asyncio.run(_read(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    asyncio.run(_read(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])))

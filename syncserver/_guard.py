@@ -33,6 +33,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from syncserver._channel import EXTENSION, SWITCHING, UPGRADE
+from syncserver._rawstream import HANDOVER
 from syncserver._stream import CLOSING
 from syncserver._trim import trimmer
 from syncserver.errors import error_bytes
@@ -80,6 +81,7 @@ class GuardedProtocol(H11Protocol):
         # look at the transport before each write (syncserver/_stream.py).
         extensions: dict[str, Any] = dict(self.scope.get("extensions") or {})
         extensions[CLOSING] = self.transport.is_closing
+        extensions[HANDOVER] = self._hand_over
         self.scope["extensions"] = extensions
         upgrade = self._get_upgrade()
         if upgrade is not None and upgrade.decode("latin-1") == UPGRADE:
@@ -91,6 +93,12 @@ class GuardedProtocol(H11Protocol):
 
     def _switch(self, channel: asyncio.Protocol) -> bool:
         """Answer 101 and give the connection to ``channel``; False if it is gone."""
+        return self._hand_over(channel, SWITCHING)
+
+    def _hand_over(self, channel: asyncio.Protocol, head: bytes) -> bool:
+        """Write ``head`` (the response's status line and headers) and give the
+        connection to ``channel`` (a channel, an event stream); False if the
+        client is gone."""
         if self.transport.is_closing():
             return False
         for timer in self._timers.values():
@@ -100,7 +108,7 @@ class GuardedProtocol(H11Protocol):
         if self.cycle is not None:  # the app's own (empty) answer goes nowhere
             self.cycle.response_started = self.cycle.response_complete = True
             self.cycle.disconnected = True
-        self.transport.write(SWITCHING)
+        self.transport.write(head)
         self.connections.discard(self)
         self.connections.add(channel)  # type: ignore[arg-type]
         channel.connections = self.connections  # type: ignore[attr-defined]

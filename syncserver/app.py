@@ -28,6 +28,8 @@ from langshaw import ABSENT
 from syncserver._attempts import AttemptsEndpoint, Shortcut, authorize, encode
 from syncserver._channel import EXTENSION, UPGRADE, Channel
 from syncserver._presence import Presence
+from syncserver._rawstream import HANDOVER, RawStream
+from syncserver._rawstream import HEAD as RAW_HEAD
 from syncserver._stream import EventStream
 from syncserver.config import AgentConfig
 from syncserver.errors import ServiceError, error_bytes, error_json, internal
@@ -170,6 +172,19 @@ async def events(request: Request) -> Response:
     after = _int(request.query_params.get("after") or request.headers.get("last-event-id"), 0)
     mas, name = ledger.mas, ledger.protocol.name
     _open_stream(request, agent, ledger)
+    hand_over = (request.scope.get("extensions") or {}).get(HANDOVER)
+    if hand_over is not None:  # served by strabo's guard: written straight to the socket
+        raw = RawStream(
+            ledger,
+            after,
+            limits,
+            heartbeat,
+            lambda last: _lagging_frame(last, limits),
+            on_close=lambda: presence.closed(mas, agent.name, name),
+        )
+        if not hand_over(raw, RAW_HEAD):  # the client left before the switch
+            presence.closed(mas, agent.name, name)
+        return Response(status_code=200)  # not sent: the connection is the stream's now
     stream = ledger.subscribe(after, max_bytes=limits.stream_backlog_bytes, heartbeat=heartbeat)
     return EventStream(
         stream,

@@ -162,3 +162,31 @@ async def test_two_adapters_of_one_process_see_the_same_order() -> None:
             await create_many(h, 6)
             await until(lambda: len(orders["a"]) == len(orders["b"]) == 6, changed)
         assert orders["a"] == orders["b"] == list(range(6))
+
+
+async def test_a_stream_is_written_straight_to_its_socket() -> None:
+    """Served by strabo's guard, the stream owns its connection: the documented
+    head (the body ends with the connection), a batch as it is committed, input
+    after the request ignored, and the client's end of input ends the stream
+    (and frees the agent's place)."""
+    async with Harness("http", [SIMPLE], AGENTS) as h:
+        assert h.url is not None
+        host, port = h.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"GET /mas/default/protocols/SimpleUCP/events HTTP/1.1\r\nHost: x\r\n"
+            b"Authorization: Bearer business-token\r\n\r\nGET /health HTTP/1.1\r\n\r\n"
+        )
+        head = (await reader.readuntil(b"\r\n\r\n")).decode().lower()
+        assert head.startswith("http/1.1 200 ok\r\n")
+        assert "content-type: text/event-stream" in head and "connection: close" in head
+        assert await reader.readuntil(b"\n\n") == b": connected\n\n"
+        await create_many(h, 1)
+        frame = (await reader.readuntil(b"\n\n")).decode()
+        assert frame.startswith("id: 1\nevent: batch\ndata: ") and '"cid":"c0"' in frame
+        async with h.client("business") as client:  # counted while it is open
+            listed = (await client.get("/mas/default/agents")).json()
+        assert any(a.get("streams") for a in listed["agents"] if a["name"] == "business")
+        writer.write_eof()
+        assert await reader.read() == b""  # closed, nothing more (the GET /health unanswered)
+        writer.close()
