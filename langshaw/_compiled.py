@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from langshaw.instances import FRESH, Enablement, ScopeKey
+from langshaw.instances import FRESH, Enablement, ScopeKey, Violation
 from langshaw.model import Action, LangshawProtocol
 from langshaw.types import AttributeType
 from langshaw.values import JSON
@@ -28,15 +28,18 @@ class _Scope:
 class Enactment:
     """One root enactment: its scopes, and where each action occurred."""
 
-    __slots__ = ("complete", "key_values", "root", "scopes")
+    __slots__ = ("complete", "key_values", "root", "scopes", "watch")
 
     def __init__(self, root: tuple[Any, ...]) -> None:
         self.root = root
         self.scopes: dict[ScopeKey, _Scope] = {}
-        # key -> {value: number of scopes with it}, for the non-root keys
-        # key -> {value: scopes using it}, for non-root keys (None until one is used)
+        # key -> {value: number of scopes with it}, for the non-root keys (None
+        # until one is used); in the order the values came into use.
         self.key_values: dict[str, dict[Any, int]] | None = None
         self.complete = False
+        # Told of every change once a role's enabled actions are kept up to
+        # date here (langshaw._enabled_cache); None until then.
+        self.watch: Any = None
 
     def bindings(self, scope: ScopeKey) -> dict[str, JSON]:
         """What is bound in ``scope`` (empty if nothing happened there)."""
@@ -58,6 +61,9 @@ class _Compiled:
     keysets: dict[str, frozenset[str]]
     # For an action: its proper sub-keysets that are some action's keyset, largest first.
     ancestor_keysets: dict[str, list[tuple[str, ...]]]
+    # ... and where each of their keys is in the action's own (ordered) scope,
+    # so that an ancestor's scope key is taken from a candidate by position.
+    ancestor_at: dict[str, list[tuple[int, ...]]]
     excluders: dict[str, list[tuple[str, str]]]
     attribute_sets: dict[str, frozenset[str]]
     roles_actions: dict[str, tuple[Action, ...]] = field(default_factory=dict)
@@ -71,18 +77,27 @@ class _Compiled:
     # Per action: its data attributes (not keys, not dependencies) with whether
     # the performer may bind them; its dependencies with how their scope relates
     # to the action's ("same-or-up": a subset of the keys; "down": a superset;
-    # "none": neither); its excluders with the same relation.
+    # "none": neither; for "same-or-up", where their keys are in the action's
+    # scope, or None for the same keys); its excluders with the same relation.
     data: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)
-    dependencies: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = field(
-        default_factory=dict
-    )
-    exclusions: dict[str, tuple[tuple[str, str, str, tuple[str, ...]], ...]] = field(
-        default_factory=dict
-    )
+    dependencies: dict[
+        str, tuple[tuple[str, str, tuple[str, ...], tuple[int, ...] | None], ...]
+    ] = field(default_factory=dict)
+    exclusions: dict[
+        str, tuple[tuple[str, str, str, tuple[str, ...], tuple[int, ...] | None], ...]
+    ] = field(default_factory=dict)
     # Attributes an instance may leave absent, and per action the typed attributes
     # (dependencies are never typed) with their types.
     optional: frozenset[str] = frozenset()
     typed: dict[str, tuple[tuple[str, AttributeType], ...]] = field(default_factory=dict)
+    # The violations that refuse a candidate, made once each: their messages
+    # depend on the rule, the action and the attribute, never on the scope, and
+    # deciding the candidates of a long enactment refuses most of them.
+    refusals: dict[tuple[str, str, str], Violation] = field(default_factory=dict)
+    # Per role, how many of its actions have root keys only, and the non-root
+    # keys of each other one: how many candidate scopes ``enabled`` has to
+    # decide (langshaw._enabled_cache fills it in).
+    free_keys: dict[str, tuple[int, list[tuple[str, ...]]]] = field(default_factory=dict)
 
 
 @cache
@@ -115,6 +130,12 @@ def _compile(protocol: LangshawProtocol) -> _Compiled:
             return "down"
         return "none"
 
+    def at(name: str, keys: tuple[str, ...]) -> tuple[int, ...]:
+        return tuple(ordered[name].index(k) for k in keys)
+
+    def up(name: str, theirs: str) -> tuple[int, ...] | None:
+        return None if keysets[theirs] == keysets[name] else at(name, ordered[theirs])
+
     excluders = {k: list(dict.fromkeys(v)) for k, v in excluders.items()}
     return _Compiled(
         protocol=protocol,
@@ -122,6 +143,7 @@ def _compile(protocol: LangshawProtocol) -> _Compiled:
         ordered_keys=ordered,
         keysets=keysets,
         ancestor_keysets=ancestors,
+        ancestor_at={name: [at(name, ks) for ks in kss] for name, kss in ancestors.items()},
         excluders=excluders,
         attribute_sets={n: frozenset(a.attributes) for n, a in protocol.actions.items()},
         roles_actions={r: protocol.actions_of(r) for r in protocol.roles},
@@ -145,7 +167,11 @@ def _compile(protocol: LangshawProtocol) -> _Compiled:
             for name, a in protocol.actions.items()
         },
         dependencies={
-            name: tuple((d, relation(name, d), ordered[d]) for d in a.dependencies)
+            name: tuple(
+                (d, relation(name, d), ordered[d],
+                 up(name, d) if relation(name, d) == "same-or-up" else ())
+                for d in a.dependencies
+            )
             for name, a in protocol.actions.items()
         },
         optional=protocol.optional,
@@ -159,8 +185,9 @@ def _compile(protocol: LangshawProtocol) -> _Compiled:
         },
         exclusions={
             name: tuple(
-                (other, rule, "same-or-up" if keysets[other] <= keysets[name] else "other",
-                 ordered[other])
+                (other, rule, "same-or-up", ordered[other], up(name, other))
+                if keysets[other] <= keysets[name]
+                else (other, rule, "other", ordered[other], ())
                 for other, rule in excluders[name]
             )
             for name in protocol.actions

@@ -46,10 +46,10 @@ def _evaluate(
 ) -> Enablement | Violation:
     """Is ``action`` enabled in the ``candidate`` scope, and how? What
     ``enabled`` lists, and what the verifier asks of one scope."""
-    scope, values, refused = _gate(c, enactment, action, candidate)
+    scope, refused = _gate(c, enactment, action, candidate)
     if refused is not None:
         return refused
-    found = _bindings(c, enactment, action, candidate, scope, values)
+    found = _bindings(c, enactment, action, candidate, scope)
     if isinstance(found, Violation):
         return found
     fixed, to_bind = found
@@ -69,35 +69,35 @@ def _required(
     """What an instance in ``candidate`` must carry, or why it may not occur:
     the same decision as :func:`_evaluate`, reduced to what a check compares
     (keys need no comparing: they made the scope)."""
-    scope, values, refused = _gate(c, enactment, action, candidate)
+    scope, refused = _gate(c, enactment, action, candidate)
     if refused is not None:
         return refused
-    found = _bindings(c, enactment, action, candidate, scope, values)
+    found = _bindings(c, enactment, action, candidate, scope)
     return found if isinstance(found, Violation) else found[0]
 
 
 def _gate(
     c: _Compiled, enactment: Enactment | None, action: Action, candidate: ScopeKey
-) -> tuple[_Scope | None, dict[str, Any] | None, Violation | None]:
+) -> tuple[_Scope | None, Violation | None]:
     """The rules about occurrences: not a duplicate, every dependency met, no
-    excluding action occurred. Returns the scope (if anything happened there),
-    the candidate's key values (if they were needed), and the violation."""
+    excluding action occurred. Returns the scope (if anything happened there)
+    and the violation."""
     name = action.name
     scopes: dict[ScopeKey, _Scope] = enactment.scopes if enactment is not None else {}
     scope = scopes.get(candidate)
     if scope is not None and name in scope.bindings:
-        duplicate = Violation(
-            "duplicate", f"'{name}' has already occurred in this scope", action=name
-        )
-        return scope, None, duplicate
+        duplicate = c.refusals.get(("duplicate", name, ""))
+        if duplicate is None:
+            duplicate = c.refusals["duplicate", name, ""] = Violation(
+                "duplicate", f"'{name}' has already occurred in this scope", action=name
+            )
+        return scope, duplicate
     values: dict[str, Any] | None = None
 
-    for dependency, relation, their_keys in c.dependencies[name]:
+    for dependency, relation, their_keys, at in c.dependencies[name]:
         if relation == "same-or-up":
             # The same scope or an ancestor: exactly one scope can hold it.
-            if values is None:
-                values = dict(candidate)
-            there = scopes.get(tuple((k, values[k]) for k in their_keys))
+            there = scopes.get(candidate if at is None else tuple([candidate[i] for i in at]))
             met = there is not None and dependency in there.bindings
         elif relation == "down":
             if values is None:
@@ -109,20 +109,20 @@ def _gate(
         else:
             met = False
         if not met:
-            unmet = Violation(
-                "dependency",
-                f"'{name}' needs '{dependency}' to have occurred first in this enactment",
-                action=name,
-                attribute=dependency,
-            )
-            return scope, values, unmet
+            unmet = c.refusals.get(("dependency", name, dependency))
+            if unmet is None:
+                unmet = c.refusals["dependency", name, dependency] = Violation(
+                    "dependency",
+                    f"'{name}' needs '{dependency}' to have occurred first in this enactment",
+                    action=name,
+                    attribute=dependency,
+                )
+            return scope, unmet
     if scopes and c.exclusions[name]:
-        if values is None:
-            values = dict(candidate)
-        hit = next(_excluded(c, scopes, name, values), None)
+        hit = next(_excluded(c, scopes, name, candidate), None)
         if hit is not None:
-            return scope, values, hit
-    return scope, values, None
+            return scope, hit
+    return scope, None
 
 
 def _bindings(
@@ -131,7 +131,6 @@ def _bindings(
     action: Action,
     candidate: ScopeKey,
     scope: _Scope | None,
-    values: dict[str, Any] | None,
 ) -> tuple[dict[str, Any], list[str]] | Violation:
     """By the binding rules alone: what the instance must carry (its
     dependencies, and each attribute bound in its scope or inherited) and what
@@ -141,7 +140,7 @@ def _bindings(
     for dependency in action.dependencies:
         fixed[dependency] = True
     to_bind: list[str] = []
-    for attribute, value in _each_binding(c, enactment, action, candidate, scope, values):
+    for attribute, value in _each_binding(c, enactment, action, candidate, scope):
         if value is _FREE:
             to_bind.append(attribute)
         elif type(value) is Violation:
@@ -160,7 +159,6 @@ def _each_binding(
     action: Action,
     candidate: ScopeKey,
     scope: _Scope | None,
-    values: dict[str, Any] | None,
 ) -> Iterator[tuple[str, Any]]:
     """Each data attribute with the value the instance must carry, ``_FREE``
     where its performer binds it now, or the Violation that leaves it without
@@ -173,18 +171,19 @@ def _each_binding(
         elif may_bind:
             yield attribute, _FREE
         else:
-            if values is None:
-                values = dict(candidate)
-            inherited = _inherited(c, enactment, action, values, attribute)
+            inherited = _inherited(c, enactment, action, candidate, attribute)
             if inherited is _MISSING:
-                owners = " > ".join(c.protocol.sayso.get(attribute, ())) or "nobody"
-                yield attribute, Violation(
-                    "sayso",
-                    f"{action.actor} may not bind '{attribute}' (sayso gives it to {owners}) "
-                    f"and it is not bound yet, so '{name}' is not enabled",
-                    action=name,
-                    attribute=attribute,
-                )
+                refusal = c.refusals.get(("sayso", name, attribute))
+                if refusal is None:
+                    owners = " > ".join(c.protocol.sayso.get(attribute, ())) or "nobody"
+                    refusal = c.refusals["sayso", name, attribute] = Violation(
+                        "sayso",
+                        f"{action.actor} may not bind '{attribute}' (sayso gives it to "
+                        f"{owners}) and it is not bound yet, so '{name}' is not enabled",
+                        action=name,
+                        attribute=attribute,
+                    )
+                yield attribute, refusal
             elif inherited is _AMBIGUOUS:
                 yield attribute, Violation(
                     "bound",
@@ -197,35 +196,44 @@ def _each_binding(
 
 
 def _excluded(
-    c: _Compiled, scopes: dict[ScopeKey, _Scope], name: str, values: dict[str, Any]
+    c: _Compiled, scopes: dict[ScopeKey, _Scope], name: str, candidate: ScopeKey
 ) -> Iterator[Violation]:
     """Every nono or nogo partner of ``name`` that occurred in a correlated
     instance: the first decides enablement; all of them are what one
     concurrent instance breaks (``SocialState.violations``)."""
-    for other, rule, relation, their_keys in c.exclusions[name]:
+    values: dict[str, Any] | None = None
+    for other, rule, relation, their_keys, at in c.exclusions[name]:
         if relation == "same-or-up":
-            there = scopes.get(tuple((k, values[k]) for k in their_keys))
+            there = scopes.get(candidate if at is None else tuple([candidate[i] for i in at]))
             hit = there is not None and other in there.bindings
         else:
+            if values is None:
+                values = dict(candidate)
             hit = any(
                 _occurred_in(s, other, their_keys) and _agrees(s.key, values)
                 for s in scopes.values()
             )
         if hit:
-            if rule == "nono":
-                message = (
-                    f"'{name}' and '{other}' exclude each other (nono), and '{other}' occurred"
+            refusal = c.refusals.get((rule, name, other))
+            if refusal is None:
+                if rule == "nono":
+                    message = (
+                        f"'{name}' and '{other}' exclude each other (nono), and '{other}' "
+                        "occurred"
+                    )
+                else:
+                    message = f"'{other}' occurred, and '{other} -/> {name}' (nogo)"
+                refusal = c.refusals[rule, name, other] = Violation(
+                    rule, message, action=name, attribute=other
                 )
-            else:
-                message = f"'{other}' occurred, and '{other} -/> {name}' (nogo)"
-            yield Violation(rule, message, action=name, attribute=other)
+            yield refusal
 
 
 def _inherited(
     c: _Compiled,
     enactment: Enactment | None,
     action: Action,
-    values: dict[str, Any],
+    candidate: ScopeKey,
     attribute: str,
 ) -> Any:
     """The value of ``attribute`` in the nearest ancestor scope that binds it."""
@@ -233,11 +241,10 @@ def _inherited(
         return _MISSING
     found: list[Any] = []
     size = -1
-    for keys in c.ancestor_keysets[action.name]:
+    for keys in c.ancestor_at[action.name]:
         if found and len(keys) < size:
             break
-        key = tuple((k, values[k]) for k in keys)
-        scope = enactment.scopes.get(key)
+        scope = enactment.scopes.get(tuple([candidate[i] for i in keys]))
         if scope is not None and attribute in scope.bindings:
             found.append(scope.bindings[attribute])
             size = len(keys)

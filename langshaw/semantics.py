@@ -38,12 +38,12 @@ exactly the set of attempts that would be accepted.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from langshaw._compiled import _BOUND, Enactment, _compile, _Scope
+from langshaw._enabled_cache import enabled_in
 from langshaw._enablement import (
     _FREE,
     _each_binding,
@@ -154,23 +154,9 @@ class SocialState:
         return list(_initiating(self._c, role))
 
     def _enabled_in(self, role: str, enactment: Enactment) -> list[Enablement]:
-        # A candidate scope takes, for each non-root key, a value that key already
-        # has somewhere in the enactment, or a fresh one: any other value behaves
-        # exactly like a fresh one, so this covers every scope an attempt can name.
-        result = []
-        root = dict(zip(self.protocol.root_keys, enactment.root, strict=True))
-        for action in self._c.roles_actions.get(role, ()):
-            choices = [
-                [root[k]] if k in root else [*enactment.values_of(k), FRESH]
-                for k in self._c.ordered_keys[action.name]
-            ]
-            keys = self._c.ordered_keys[action.name]
-            for values in itertools.product(*choices):
-                candidate = tuple(zip(keys, values, strict=True))
-                outcome = _evaluate(self._c, enactment, action, candidate)
-                if isinstance(outcome, Enablement):
-                    result.append(outcome)
-        return result
+        # Kept up to date from what changed (langshaw._enabled_cache): deciding
+        # every candidate scope again would cost as much as the history is long.
+        return enabled_in(self._c, enactment, role)
 
     # Checking and applying ----------------------------------------------------------
 
@@ -260,12 +246,9 @@ class SocialState:
         key = self.scope_of(action, bindings)
         enactment = self._enactments.get(self.root_of(bindings))
         scopes = enactment.scopes if enactment is not None else {}
-        values = dict(key)
-        found = list(_excluded(self._c, scopes, action.name, values))
+        found = list(_excluded(self._c, scopes, action.name, key))
         fixed: dict[str, Any] = dict.fromkeys(action.dependencies, True)
-        for attribute, value in _each_binding(
-            self._c, enactment, action, key, scopes.get(key), values
-        ):
+        for attribute, value in _each_binding(self._c, enactment, action, key, scopes.get(key)):
             if type(value) is Violation:
                 found.append(value)  # enclosing scopes disagree
             elif value is not _FREE:
@@ -462,6 +445,8 @@ class SocialState:
             if len(key) > len(root):
                 self._count_keys(enactment, key, 1)
         scope_bindings = scope.bindings
+        if enactment.watch is not None:
+            enactment.watch.applied(key, action, scope_bindings)
         fingerprints = self.fingerprints
         for attribute in action.attributes:
             if attribute not in scope_bindings:
@@ -494,6 +479,8 @@ class SocialState:
                 seen[value] = count
             else:
                 del seen[value]
+            if enactment.watch is not None and (not count or (delta > 0 and count == 1)):
+                enactment.watch.value(name, value, bool(count))  # came into use, or went
 
     def _store(self, value: JSON, attribute: str) -> JSON:
         """How a bound value is kept: itself, or (fingerprint mode) a digest of it,
@@ -525,14 +512,18 @@ class SocialState:
         )
 
     def _rollback(self, undo: list[tuple[Any, ...]]) -> None:
+        watch = None  # of the enactment whose binds follow (its "occurred" comes first)
         for entry in reversed(undo):
             kind = entry[0]
             if kind == "bind":
                 _, scope, attribute = entry
                 del scope.bindings[attribute]
+                if watch is not None:
+                    watch.touched(scope.key, (attribute,))
             elif kind == "occurred":
                 _, enactment, was_complete = entry
                 enactment.complete = was_complete
+                watch = enactment.watch
             elif kind == "scope":
                 _, enactment, key = entry
                 enactment.scopes.pop(key)
