@@ -54,6 +54,8 @@ class GuardedProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._raw = transport
+        self.transport = _Coalescing(transport)  # type: ignore[assignment]
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._switched = False  # the connection now belongs to a channel
         self._partial = False  # bytes of a request head have arrived
@@ -115,9 +117,10 @@ class GuardedProtocol(H11Protocol):
         # What the client sent after the request without waiting for the 101 (its
         # first attempts) is in h11's buffer, not the transport's: it is the channel's.
         early, _ = self.conn.trailing_data
-        self.transport.set_protocol(channel)
-        channel.connection_made(self.transport)
-        self.transport.resume_reading()
+        self.transport.flush()  # type: ignore[attr-defined]
+        self._raw.set_protocol(channel)
+        channel.connection_made(self._raw)
+        self._raw.resume_reading()
         if early:
             channel.data_received(bytes(early))
         return True
@@ -141,6 +144,7 @@ class GuardedProtocol(H11Protocol):
             self._disarm("body")
 
     def on_response_complete(self) -> None:
+        self.transport.flush()  # type: ignore[attr-defined]
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             # The next request's head is governed by the keep-alive timeout until
@@ -221,6 +225,48 @@ class GuardedProtocol(H11Protocol):
         )
         self.transport.write(head.encode() + body)
         self.transport.close()
+
+
+class _Coalescing:
+    """The transport as uvicorn's response cycle writes to it: the response's
+    head, then its body, then (chunked) its end, each a ``write``, each a
+    ``send`` to the socket and, on a VM, a wake-up of the reader for each.
+    Held and joined, a response is one ``send``: written when the response is
+    complete, or at the end of the loop's step (a streamed response)."""
+
+    __slots__ = ("_held", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if self._held is None:
+            self._held = bytes(data)
+            asyncio.get_running_loop().call_soon(self.flush)
+        else:
+            self._held += data
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return len(self._held or b"") + self._transport.get_write_buffer_size()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def guarded_protocol(limits: Limits) -> type[GuardedProtocol]:
