@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from langshaw.values import json_problem
 from syncserver.config import AgentConfig
 from syncserver.errors import ServiceError, error_bytes, internal
+from syncserver.ledger import Ledger
 from syncserver.server import SyncServer
 from syncserver.wire import AttemptIn, describe
 
@@ -150,11 +151,14 @@ class AttemptsEndpoint:
     ) -> None:
         extra: list[tuple[bytes, bytes]] = []
         try:
-            status, body = 200, encode(await self._attempt(mas, protocol, scope, receive))
-            # Let the event streams that the commit woke write the batch first: the
-            # other agents, who act on it, hear of it before the attempter's answer
-            # (one loop step; measured in docs/performance.md).
-            await asyncio.sleep(0)
+            data, ledger = await self._attempt(mas, protocol, scope, receive)
+            status, body = 200, encode(data)
+            if ledger.woken >= data["seq"]:
+                # Let the event streams that the commit woke write the batch first:
+                # the other agents, who act on it, hear of it before the attempter's
+                # answer (one loop step; measured in docs/performance.md). Streams
+                # written during the commit, and none at all, need no step.
+                await asyncio.sleep(0)
         except ServiceError as exc:
             status, body = exc.status, encode(exc.to_json())
             if exc.status == 401:
@@ -181,10 +185,10 @@ class AttemptsEndpoint:
 
     async def _attempt(
         self, mas: str, protocol: str, scope: Scope, receive: Receive
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], Ledger]:
         headers = dict(scope["headers"])  # names are lower-case in ASGI
         agent = authorize(self.server, mas, headers.get(b"authorization", b"").decode("latin-1"))
-        self.server.ledger(mas, protocol, agent)  # 404/403 before reading
+        ledger = self.server.ledger(mas, protocol, agent)  # 404/403 before reading
         if self.on_attempt is not None:
             self.on_attempt(mas, agent.name)
         kind = headers.get(b"content-type")
@@ -193,7 +197,7 @@ class AttemptsEndpoint:
         body = await receive_body(
             receive, None if declared is None else declared.decode("latin-1"), self.max_body
         )
-        return await answer(self.server, mas, protocol, agent, body)
+        return await answer(self.server, mas, protocol, agent, body), ledger
 
 
 class Shortcut:

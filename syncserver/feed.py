@@ -52,9 +52,11 @@ class Subscriber:
         self.delivered = 0
         self._sunk = 0  # batches the sink took: the reader was not idle meanwhile
 
-    def push(self, batch: Batch) -> None:
+    def push(self, batch: Batch) -> bool:
+        """Queue ``batch`` (or give it to the sink); whether a reader's task is
+        to write it, in a later step of the loop."""
         if self.lagging:
-            return
+            return False
         if (
             self.sink is not None
             and self._waiter is not None
@@ -63,7 +65,7 @@ class Subscriber:
         ):
             self.delivered = batch.seq
             self._sunk += 1
-            return
+            return False
         size = len(batch.sse_frame) if self._limit_bytes is not None else 0
         if self._queue and (
             len(self._queue) >= self._limit
@@ -76,6 +78,7 @@ class Subscriber:
             self._queue.append(batch)
             self._bytes += size
         self._wake()
+        return True
 
     def close(self) -> None:
         self.lagging = True

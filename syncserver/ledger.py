@@ -59,6 +59,9 @@ class Ledger(LogReader):
         self.next_seq = 1
         self.committed_seq = 0
         self.subscribers: set[Subscriber] = set()
+        #: The last batch that a reader's task is to write (queued, not written
+        #: during its commit): its attempter's answer waits a loop step for it.
+        self.woken = 0
         #: The newest committed batches, shared by every reader catching up; off
         #: (0 bytes) until an HTTP app turns it on, as in-process readers need none.
         self.tail = Tail(0)
@@ -471,7 +474,8 @@ class Ledger(LogReader):
         if self.tail.limit:
             self.tail.add(batch)
         for subscriber in self.subscribers:
-            subscriber.push(batch)
+            if subscriber.push(batch):
+                self.woken = batch.seq
 
     async def _rebuild(self) -> None:
         """Fail everything not yet written, and reload the state from the store."""

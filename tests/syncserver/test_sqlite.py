@@ -44,8 +44,7 @@ async def test_lookups_use_their_indexes(tmp_path) -> None:
         # An equality search on each index, and no sort: nothing scans the ledger.
         assert plans == [
             "SEARCH instances USING INDEX instances_by_root (mas=? AND protocol=? AND root=?)",
-            "SEARCH instances USING INDEX instances_by_attempt "
-            "(mas=? AND protocol=? AND performer=? AND attempt_id=?)",
+            "SEARCH instances USING INDEX instances_by_root (mas=? AND protocol=? AND root=?)",
         ]
     finally:
         await store.close()
