@@ -206,3 +206,83 @@ async def batched_answers(quick: bool) -> None:
             f"   burst of {n:3}: {mean[n]:7.0f} B per answer ({mean[n] / mean[1]:4.2f}x a lone "
             f"answer; goal <= 2x), median wait {latency[n] * 1e3:6.1f} ms"
         )
+
+
+INCREMENTAL = PROTOCOL.parent / "incremental-ucp.lsh"
+ITEMS = [{"item": {"id": "sku-1"}, "quantity": 1}]
+
+
+async def _versions_log(db: Path, versions: int) -> None:
+    """One IncrementalUCP enactment, ``e1``: Create, Created, then ``versions``
+    Update/Updated pairs, each instance its own batch."""
+    p = LangshawProtocol.load(INCREMENTAL)
+    steps_ = [
+        ("platform", "Create", {"eid": "e1", "line_items": ITEMS, "currency": "USD",
+                                "payment": {"handlers": []}}),
+        ("business", "Created", {"eid": "e1", "Create": True, "id": "chk", "messages": []}),
+    ]  # fmt: skip
+    for i in range(versions):
+        v = f"v{i}"
+        steps_.append(
+            ("platform", "Update", {"eid": "e1", "v": v, "Created": True, "id": "chk",
+                                    "line_items": ITEMS, "currency": "USD"}),
+        )  # fmt: skip
+        steps_.append(
+            ("business", "Updated", {"eid": "e1", "v": v, "Update": True, "line_items": ITEMS,
+                                     "messages": []}),
+        )  # fmt: skip
+    store = SQLiteStore(db)
+    await store.open()
+    try:
+        store.append_now(
+            "bench",
+            p,
+            [
+                Batch(p.name, seq, (Entry(ActionInstance(p.actions[a], b), who),))
+                for seq, (who, a, b) in enumerate(steps_, 1)
+            ],
+        )
+    finally:
+        await store.close()
+
+
+async def versions(quick: bool) -> None:
+    """``GET .../enactment`` of one IncrementalUCP enactment with 10 and with
+    1000 versions, side by side: whole (paged at 500), and one role's first 50."""
+    rounds = 20 if quick else 60
+    counts = (10, 1000)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        config = directory / "versions.toml"
+        config.write_text(
+            f'[mas.bench]\nprotocols = ["{INCREMENTAL}"]\n'
+            '[mas.bench.agents.platform]\nroles = ["Platform"]\ntoken = "platform"\n'
+        )
+        for n in counts:
+            await _versions_log(directory / f"v{n}.db", n)
+        async with (
+            process(*_command(config, directory / "v10.db")) as (h1, p1, _),
+            process(*_command(config, directory / "v1000.db")) as (h2, p2, _),
+        ):
+            agents = {10: client(h1, p1, "platform"), 1000: client(h2, p2, "platform")}
+            path = "/mas/bench/protocols/IncrementalUCP/enactment?eid=e1"
+            asks = {"whole": path, "Platform, 50": path + "&role=Platform&limit=50"}
+            times: dict[str, dict[int, list[float]]] = {k: {n: [] for n in counts} for k in asks}
+            sizes: dict[str, dict[int, int]] = {k: {} for k in asks}
+            for _ in range(rounds):
+                for n, agent in agents.items():
+                    for kind, url in asks.items():
+                        start = time.perf_counter()
+                        answer = await agent.request("GET", url)
+                        times[kind][n].append(time.perf_counter() - start)
+                        assert answer.status_code == 200, answer.text
+                        sizes[kind][n] = len(answer.content)
+            for agent in agents.values():
+                await agent.aclose()
+    print("\n9. GET .../enactment of one IncrementalUCP enactment: 10 vs 1000 versions")
+    for kind in asks:
+        a, b = (statistics.median(times[kind][n]) for n in counts)
+        print(
+            f"   {kind:14} {a * 1e3:8.2f} ms {b * 1e3:8.2f} ms  {b / a:6.2f}x   "
+            f"answers {sizes[kind][10]:,} and {sizes[kind][1000]:,} B"
+        )

@@ -411,11 +411,12 @@ if __name__ == "__main__":
 
         asyncio.run(fanout(arguments.fanout, arguments.quick))
     elif arguments.history is not None:
-        from bench._history import batched_answers
+        from bench._history import batched_answers, versions
         from bench._history import compare as against_history
 
         asyncio.run(against_history(arguments.history, arguments.quick))
         asyncio.run(batched_answers(arguments.quick))
+        asyncio.run(versions(arguments.quick))
     elif arguments.db is None:
         asyncio.run(main(arguments.quick))
     else:

@@ -282,13 +282,7 @@ async def enactment(request: Request) -> Response:
             raise ServiceError(404, "unknown-enactment", f"no enactment with {keys}")
         root = alternative
         keys = dict(zip(protocol.root_keys, root, strict=True))
-    batches = await ledger.store.by_root(ledger.mas, protocol, root)
-    replica = await ledger.replica(root, batches)
     page = _Page(request, protocol.root_keys)
-    instances = [
-        {"seq": b.seq, **e.to_json()} for b in batches if b.seq > page.after for e in b.entries
-    ]
-    shown = instances[: page.limit]
     if page.role is not None and page.role not in protocol.roles:
         raise ServiceError(
             400,
@@ -296,6 +290,11 @@ async def enactment(request: Request) -> Response:
             f"role={_param(page.role, 'role')!r}: {protocol.name} has the roles "
             f"{', '.join(protocol.roles)}",
         )
+    batches, more = await ledger.store.enactment_page(
+        ledger.mas, protocol, root, page.after, page.limit
+    )
+    shown = [{"seq": b.seq, **e.to_json()} for b in batches for e in b.entries]
+    replica = await ledger.view(root)
     roles = [page.role] if page.role is not None else list(protocol.roles)
     enabled = {role: replica.enabled(role, root) for role in roles}
     return _json(
@@ -304,7 +303,7 @@ async def enactment(request: Request) -> Response:
             "complete": ledger.state.is_complete(root),
             "instances": shown,
             # Where the next page starts; null on the last page.
-            "next_after": shown[-1]["seq"] if len(instances) > len(shown) else None,
+            "next_after": batches[-1].seq if more and batches else None,
             "enabled": {
                 role: [_enabled_json(e) for e in entries[: page.limit]]
                 for role, entries in enabled.items()

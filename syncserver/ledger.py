@@ -22,6 +22,7 @@ from typing import Any
 from langshaw import LangshawProtocol, SocialState, Violation
 from syncserver._reading import LogReader
 from syncserver._shared import SharedFinalizer
+from syncserver._views import Views
 from syncserver.attempt import Attempt, AttemptIds, Receipt, Rejection, same_attempt, same_instances
 from syncserver.batch import Batch, Entry
 from syncserver.errors import Rejected, ServiceError
@@ -67,6 +68,8 @@ class Ledger(LogReader):
         self.tail = Tail(0)
         #: Older pages read from the store for streams catching up, shared by them.
         self.pages = SharedReads(0)
+        #: Replicas of the enactments read lately, with their values (GET .../enactment).
+        self.views = Views(protocol)
         # Batches accepted and numbered, waiting for their transaction, in seq order.
         self._pending: list[tuple[Batch, asyncio.Future[Batch]]] = []
         self._flush_scheduled = False
@@ -473,6 +476,7 @@ class Ledger(LogReader):
                     self._in_flight.pop((entry.performer, entry.attempt_id), None)
         if self.tail.limit:
             self.tail.add(batch)
+        self.views.committed(batch)
         for subscriber in self.subscribers:
             if subscriber.push(batch):
                 self.woken = batch.seq
@@ -494,6 +498,7 @@ class Ledger(LogReader):
         ids = AttemptIds()
         self.tail.clear()
         self.pages.clear()
+        self.views.clear()
         batches = await self.store.load(self.mas, self.protocol)
         for expected, batch in enumerate(batches, 1):
             if batch.seq != expected:
@@ -516,16 +521,18 @@ class Ledger(LogReader):
 
     # Reading ------------------------------------------------------------------------
 
-    async def replica(
-        self, root: tuple[Any, ...], logged: Sequence[Batch] | None = None
-    ) -> SocialState:
+    async def view(self, root: tuple[Any, ...]) -> SocialState:
+        """The committed state of one enactment with its values, kept up to
+        date between reads (``syncserver._views``)."""
+        return await self.views.replica(
+            root, lambda: self.store.by_root(self.mas, self.protocol, root)
+        )
+
+    async def replica(self, root: tuple[Any, ...]) -> SocialState:
         """One enactment with its values (the ledger keeps digests), from the log
-        (``logged``: its batches, if the caller has read them already) and the
-        batches accepted but not yet committed."""
+        and the batches accepted but not yet committed."""
         state = SocialState(self.protocol)
-        if logged is None:
-            logged = await self.store.by_root(self.mas, self.protocol, root)
-        for batch in logged:
+        for batch in await self.store.by_root(self.mas, self.protocol, root):
             if batch.seq not in self._uncommitted:
                 state.apply([e.instance for e in batch.entries])
         roots = self.protocol.root_keys

@@ -258,9 +258,14 @@ class SQLiteStore(Store):
         return batches_of(protocol, db.execute(sql, tuple(args)))
 
     async def _query(
-        self, protocol: LangshawProtocol, where: str, args: tuple[Any, ...], index: str = ""
+        self,
+        protocol: LangshawProtocol,
+        where: str,
+        args: tuple[Any, ...],
+        index: str = "",
+        limit: int | None = None,
     ) -> list[Batch]:
-        sql = select_sql(where, index)
+        sql = select_sql(where, index) + ("" if limit is None else f" LIMIT {int(limit)}")
         batches: list[Batch] = await self._run(self._select, protocol, sql, args)
         return batches
 
@@ -280,6 +285,38 @@ class SQLiteStore(Store):
         return await self._query(
             protocol, "AND root = ?", (mas, protocol.name, root_text(root)), _BY_ROOT
         )
+
+    async def enactment_page(
+        self, mas: str, protocol: LangshawProtocol, root: tuple[Any, ...], after: int, limit: int
+    ) -> tuple[list[Batch], bool]:
+        # One more row than asked: the last batch may be cut, or more may follow.
+        batches = await self._query(
+            protocol,
+            "AND root = ? AND seq > ?",
+            (mas, protocol.name, root_text(root), after),
+            _BY_ROOT,
+            limit + 1,
+        )
+        if sum(len(b.entries) for b in batches) <= limit:
+            return batches, False
+        if len(batches) == 1:  # one batch larger than a page: given whole
+            [batch] = await self._query(
+                protocol,
+                "AND root = ? AND seq = ?",
+                (mas, protocol.name, root_text(root), batches[0].seq),
+                _BY_ROOT,
+            )
+            return [batch], await self._any_after(protocol, mas, root, batch.seq)
+        return batches[:-1], True
+
+    async def _any_after(
+        self, protocol: LangshawProtocol, mas: str, root: tuple[Any, ...], seq: int
+    ) -> bool:
+        later = await self._query(
+            protocol, "AND root = ? AND seq > ?", (mas, protocol.name, root_text(root), seq),
+            _BY_ROOT, 1,
+        )  # fmt: skip
+        return bool(later)
 
     async def find_attempt(
         self,

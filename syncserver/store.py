@@ -75,6 +75,14 @@ class Store:
         """The batches touching one enactment, holding only its entries."""
         raise NotImplementedError
 
+    async def enactment_page(
+        self, mas: str, protocol: LangshawProtocol, root: tuple[Any, ...], after: int, limit: int
+    ) -> tuple[list[Batch], bool]:
+        """The batches touching one enactment after batch ``after`` (only its
+        entries), whole, holding at most ``limit`` entries in all (unless the
+        first alone holds more); and whether more follow."""
+        return page_of(await self.by_root(mas, protocol, root), after, limit)
+
     async def find_attempt(
         self,
         mas: str,
@@ -211,6 +219,21 @@ class MemoryStore(Store):
         if batch is None:
             return None
         return batch.only(lambda e: e.attempt_id == attempt_id and e.performer == performer)
+
+
+def page_of(batches: Sequence[Batch], after: int, limit: int) -> tuple[list[Batch], bool]:
+    """Whole batches after ``after``, at most ``limit`` entries in all (the first
+    always: a batch is never cut), and whether more follow."""
+    page: list[Batch] = []
+    count = 0
+    for batch in batches:
+        if batch.seq <= after:
+            continue
+        if page and count + len(batch.entries) > limit:
+            return page, True
+        page.append(batch)
+        count += len(batch.entries)
+    return page, False
 
 
 def rows_of(protocol: LangshawProtocol, batches: Sequence[Batch]) -> list[tuple[Any, ...]]:

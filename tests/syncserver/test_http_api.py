@@ -397,3 +397,17 @@ async def test_an_enactment_answer_is_paged(api) -> None:
         "offset": 0,
         "enactments": [{"keys": {"cid": "c1"}, "complete": False}],
     }
+
+
+async def test_an_enactment_read_again_shows_what_committed_since(api) -> None:
+    _, platform, business = api
+    await create(platform, "c1")
+    url = f"{BASE}/enactment"
+    before = (await business.get(url, params={"cid": "c1"})).json()
+    assert [e["action"] for e in before["enabled"]["Business"]] == ["Created", "Failed"]
+    created = {"cid": "c1", "Create": True, "id": "x", "totals": [], "payment": {}}
+    assert (await business.post(f"{BASE}/attempts", json=body(("Created", created)))).is_success
+    after = (await business.get(url, params={"cid": "c1"})).json()
+    assert [i["action"] for i in after["instances"]] == ["Create", "Created"]
+    assert after["enabled"]["Business"] == []
+    assert "Complete" in [e["action"] for e in after["enabled"]["Platform"]]

@@ -90,3 +90,41 @@ async def test_a_durable_store_bounds_its_wal_too(tmp_path) -> None:
         assert len(await store.load("m", SIMPLE)) == 1000
     finally:
         await store.close()
+
+
+async def test_enactment_pages_are_whole_batches_as_the_plain_slicing_gives(tmp_path) -> None:
+    """SQLite pages with SQL (LIMIT); the answer must be what slicing every batch
+    of the enactment gives (``page_of``), for every page size and start."""
+    import random
+
+    from syncserver.store import page_of
+
+    rng = random.Random(3)
+    store = SQLiteStore(tmp_path / "log.db")
+    await store.open()
+    create = SIMPLE.actions["Create"]
+    try:
+        batches = []
+        for seq in range(1, 60):
+            # Batches of 1 to 3 entries, of c1 or of c2 (c2's are left out of c1's pages).
+            cids = [rng.choice(["c1", "c2"]) for _ in range(rng.randint(1, 3))]
+            entries = tuple(
+                Entry(ActionInstance(create, {"cid": cid, **SIMPLE_CREATE}), "p") for cid in cids
+            )
+            batches.append(Batch(SIMPLE.name, seq, entries))
+        store.append_now("m", SIMPLE, batches)
+        whole = await store.by_root("m", SIMPLE, ("c1",))
+        for limit in (1, 2, 3, 5, 50, 500):
+            after = 0
+            while True:
+                got, more = await store.enactment_page("m", SIMPLE, ("c1",), after, limit)
+                want, more_wanted = page_of(whole, after, limit)
+                assert [(b.seq, len(b.entries)) for b in got] == [
+                    (b.seq, len(b.entries)) for b in want
+                ], (limit, after)
+                assert more == more_wanted, (limit, after)
+                if not more:
+                    break
+                after = got[-1].seq
+    finally:
+        await store.close()
