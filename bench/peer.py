@@ -407,7 +407,8 @@ def report(setups: list[Setup], chunk: int, workers: int) -> None:
         )
         print(
             f"{peer.label} against the SyncServer over HTTP: round trip (median) "
-            f"{latency:.2f}x, concurrent throughput {rate:.2f}x"
+            f"{latency:.2f}x ({ms(statistics.median(peer.sequential))} against "
+            f"{ms(statistics.median(sync.sequential))}), concurrent throughput {rate:.2f}x"
         )
 
 

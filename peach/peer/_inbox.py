@@ -15,6 +15,7 @@ once, never answered ``busy``, which would have its sender send it forever.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -43,9 +44,11 @@ NOT_JSON = "the message is not valid JSON: "
 
 
 class Inbox:
-    """The receiving side of one agent; ``commit`` keeps an accepted message,
-    ``refused`` records a refusal (with the verdict, for a peer's message;
-    raising ExecutorError if it cannot), ``flush`` sends a peer what it lacks."""
+    """The receiving side of one agent; ``commit`` keeps an accepted message and
+    applies it, ``refused`` records a refusal (with the verdict, for a peer's
+    message), both queued for the request's transaction, which ``keep`` writes
+    before the answer (each raising ExecutorError if it cannot); ``flush``
+    sends a peer what it lacks."""
 
     def __init__(
         self,
@@ -54,6 +57,7 @@ class Inbox:
         ledgers: Mapping[str, Ledger],
         commit: Callable[[Ledger, Record, list[ActionInstance]], None],
         refused: Callable[[Refusal, Verdict | None], None],
+        keep: Callable[[], None],
         flush: Callable[[str], Any],
         max_waiting: int,
     ) -> None:
@@ -63,6 +67,7 @@ class Inbox:
         self.ledgers = ledgers
         self.commit = commit
         self.refused = refused
+        self.keep = keep
         self.flush = flush
         self.max_waiting = max_waiting
 
@@ -113,6 +118,24 @@ class Inbox:
         if isinstance(request, wire.FlushIn):
             return 200, {"outstanding": await self.flush(sender)}
         results = [self._receive(sender, message) for message in request.messages]
+        # One turn of the loop before the commit: the handlers these messages
+        # enabled start now, and an attempt one of them makes commits this
+        # request's rows with its own, in one transaction instead of two (the
+        # answer waits for the commit either way, and the queue keeps the log in
+        # order: what was received is written before what was done about it).
+        await asyncio.sleep(0)
+        try:
+            self.keep()
+        except ExecutorError as exc:
+            # Nothing of this request is written: no final answer (an accepted
+            # message would be acknowledged, a refused one forgotten). What was
+            # applied stays queued, written first by the next commit; until then
+            # every answer that needs it is "busy" too, and senders send again.
+            log.error("%s", exc)
+            results = [
+                {"seq": r["seq"], "status": wire.BUSY} if r.get("status") in wire.DONE else r
+                for r in results
+            ]
         return 200, {"results": results}
 
     def _receive(self, sender: str, message: wire.MessageIn) -> dict[str, Any]:

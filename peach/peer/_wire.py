@@ -25,6 +25,7 @@ Endpoint = Callable[[str, Mapping[str, str], bytes], Awaitable[tuple[int, dict[s
 ACCEPTED, DUPLICATE, PENDING, REFUSED, BUSY = "accepted", "duplicate", "pending", "refused", "busy"
 DONE = frozenset({ACCEPTED, DUPLICATE, REFUSED})
 MAX_MESSAGES = 200
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
 class InstanceIn(BaseModel):
@@ -73,20 +74,18 @@ def not_json(bindings: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def envelope(mas: str, sender: str, records: Iterable[Record]) -> bytes:
-    body = {
-        "mas": mas,
-        "sender": sender,
-        "messages": [
-            {
-                "protocol": r.protocol,
-                "seq": r.seq,
-                "instances": r.instances,
-                "context": r.context,
-            }
-            for r in records
-        ],
-    }
-    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    """The request carrying ``records``: the JSON ``json.dumps`` would write,
+    put together from each record's JSON, encoded once (``Record.as_json``)."""
+    dump = _ENCODE
+    messages = []
+    for r in records:
+        instances, context = r.as_json()
+        messages.append(
+            f'{{"protocol":{dump(r.protocol)},"seq":{r.seq:d},'
+            f'"instances":{instances},"context":{context}}}'
+        )
+    head = f'{{"mas":{dump(mas)},"sender":{dump(sender)},"messages":['
+    return f"{head}{','.join(messages)}]}}".encode()
 
 
 def flush(mas: str, sender: str) -> bytes:

@@ -93,12 +93,15 @@ class PeerExecutor(Executor):
         self._senders: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._rounds: dict[str, asyncio.Lock] = {}
+        # What a peer's request brings is written in one transaction, when the
+        # inbox is done with it and before it answers (``_keep``).
         self._inbox = Inbox(
             agent,
             directory,
             self._ledgers,
-            lambda ledger, record, items: self._commit(ledger, record, items, []),
-            self._refused,
+            lambda ledger, record, items: self._commit(ledger, record, items, [], now=False),
+            lambda refusal, verdict: self._refused(refusal, verdict, now=False),
+            self._keep,
             self._flush_to,
             max_waiting,
         )
@@ -267,11 +270,18 @@ class PeerExecutor(Executor):
         return items
 
     def _commit(
-        self, ledger: Ledger, record: Record, items: list[ActionInstance], recipients: list[str]
+        self,
+        ledger: Ledger,
+        record: Record,
+        items: list[ActionInstance],
+        recipients: list[str],
+        now: bool = True,
     ) -> None:
-        """Write a record, then apply it: to the state and to the adapters."""
+        """Write a record, then apply it: to the state and to the adapters. A
+        peer's message (``now`` False) is queued for the transaction of its
+        request, which :meth:`_keep` commits before the peer hears of it."""
         try:
-            self.store.append(record, recipients)
+            self.store.append(record, recipients, now=now)
         except Exception as exc:  # the disk is full, the file went away...
             raise ExecutorError(f"{self.agent}: cannot write its log: {exc}") from None
         batch = ledger.apply(record, items)
@@ -420,11 +430,20 @@ class PeerExecutor(Executor):
             self._ledgers[protocol].unsent.pop(seq, None)
         self.progress.set()
 
-    def _refused(self, refusal: Refusal, verdict: Verdict | None = None) -> None:
-        """Keep a refusal (with this agent's verdict, for a peer's message), then
-        tell the listeners."""
+    def _keep(self) -> None:
+        """Commit what the inbox queued for the request it is answering."""
         try:
-            self.store.refused(refusal, verdict)
+            self.store.commit()
+        except Exception as exc:  # the disk is full, the file went away...
+            raise ExecutorError(f"{self.agent}: cannot write its log: {exc}") from None
+
+    def _refused(
+        self, refusal: Refusal, verdict: Verdict | None = None, now: bool = True
+    ) -> None:
+        """Keep a refusal (with this agent's verdict, for a peer's message: queued
+        for its request's transaction), then tell the listeners."""
+        try:
+            self.store.refused(refusal, verdict, now=now)
         except Exception as exc:  # the disk is full, the file went away...
             raise ExecutorError(f"{self.agent}: cannot write its log: {exc}") from None
         for listener in self.refusal_listeners:

@@ -3,8 +3,10 @@
 A transport does two things: it lets an agent receive (its ``endpoint``, the
 one function that authenticates, parses and answers a request, whatever
 carried it), and it posts a signed body to a peer. :class:`HTTPTransport`
-serves the endpoint with Starlette on the peer's ``url`` and posts with the
-project's HTTP client (``syncserver.client``);
+serves the endpoint on the peer's ``url`` with a small HTTP/1.1 server of its
+own (``peach.peer._app``: no uvicorn, no Starlette, whose per-request cost was
+the larger part of a peer round trip) and posts with the project's lean
+keep-alive client (``syncserver.client``), one kept per peer;
 :class:`MemoryNetwork` calls the endpoint directly, and can drop, duplicate and
 delay messages (seeded, so a failing run can be replayed) to test what
 at-least-once delivery promises.
@@ -13,13 +15,13 @@ at-least-once delivery promises.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from peach.peer._app import PeerServer
 from peach.peer._wire import Endpoint
 from peach.peer.directory import Peer
 from syncserver.client import Client, NoAnswer, Unsendable, open_client
@@ -104,27 +106,21 @@ class HTTPTransport:
     def __init__(self, timeout: float = 10.0) -> None:
         self.timeout = timeout
         self._clients: dict[str, Client] = {}  # per peer url (syncserver.client)
-        self._server: contextlib.AsyncExitStack | None = None
+        self._server: PeerServer | None = None
         self.url: str | None = None
 
     async def listen(self, peer: Peer, endpoint: Endpoint) -> None:
-        from peach.peer._app import create_app
-        from syncserver.serving import serve
-
         if peer.url is None:
             raise Unreachable(
                 f"agent {peer.name!r} has no url in the directory: give it one to listen on"
             )
         parts = urlsplit(peer.url)
-        stack = contextlib.AsyncExitStack()
+        server = PeerServer(endpoint)
         try:
-            self.url = await stack.enter_async_context(
-                serve(create_app(endpoint), host=parts.hostname or "127.0.0.1", port=parts.port)
-            )
+            self.url = await server.start(parts.hostname or "127.0.0.1", parts.port)
         except OSError as exc:
-            await stack.aclose()
             raise Unreachable(f"cannot listen on {peer.url}: {exc.strerror or exc}") from None
-        self._server = stack
+        self._server = server
 
     def client(self, url: str) -> Client:
         """The client for a peer at ``url`` (kept: its connections stay open)."""
@@ -160,5 +156,5 @@ class HTTPTransport:
         for client in clients:
             await client.aclose()
         if self._server is not None:
-            await self._server.aclose()
+            await self._server.close()
             self._server = None
