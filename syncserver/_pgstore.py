@@ -1,25 +1,31 @@
 """The PostgreSQL store: one log that several SyncServers share.
 
 The log has the SQLite store's rows (``strabo_instances``) plus one row per
-ledger (``strabo_ledgers``) holding its last sequence number. That row is the
-ledger's lock: a server's :meth:`PostgresStore.turn` begins a transaction,
-locks the row (``SELECT ... FOR UPDATE``), reads the batches other servers
-committed since its replica's last one, lets the ledger check its attempts and
-number the accepted ones, then inserts them, moves the counter, and commits.
-Turns of one ledger therefore run one at a time across every server, numbers
-are given in commit order (dense, no two servers giving the same), and what a
-server checks an attempt against is the whole committed log.
+ledger (``strabo_ledgers``) holding its last sequence number. A server appends
+to a ledger only while it holds the ledger's lock (an advisory lock held to
+the end of a transaction), after reading what other servers committed since
+its replica's last batch: appends of one ledger run one at a time across
+servers, numbers are given in commit order (dense), and attempts are checked
+against the whole committed log.
+
+What runs while the lock is held is what every server waits for, so most turns
+(:meth:`PostgresStore.append_apart`) hold it for one statement: the server has
+checked its attempts against its replica; the statement (``strabo_append_1``,
+a function of the schema) takes the lock, reads what the replica missed,
+writes unless a missed batch touches an enactment of the attempts (then the
+server catches up and checks again), notifies, and commits. The others
+(:meth:`PostgresStore.turn`: batched windows, a turn after two such clashes)
+hold it for a transaction, checking between the read and the write.
 
 A third table (``strabo_protocols``) holds, per ledger, the meaning of the
 protocol text the log is written with (``langshaw.identity``): a server whose
 text means something else refuses to start (``SyncServer.start``).
 
-Each commit also sends a notification on its MAS's channel (:func:`channel`)
-with the ledger and its new last seq; every server listens on the channels of
-the MASes it hosts and reads what it has not seen, to publish it to its own
-subscribers (servers hosting other MASes in the same database are not woken).
-A notification can be lost (the listening connection dropped), so each server
-also polls the counters every ``poll_interval`` seconds and after it reconnects.
+Each commit notifies its MAS's channel (:func:`channel`) with the ledger and
+its new last seq; every server listens on the channels of the MASes it hosts
+and reads what it has not seen, to publish it to its own subscribers. A lost
+notification (the listening connection dropped) is made up for by a poll of
+the counters every ``poll_interval`` seconds and after reconnecting.
 
 The driver is asyncpg, an optional dependency: ``pip install 'strabo[postgres]'``.
 """
@@ -95,19 +101,74 @@ CREATE TABLE IF NOT EXISTS strabo_protocols (
 # advisory lock on this arbitrary constant serializes schema creation.
 _SCHEMA_LOCK = 0x5354_5241_424F
 _COLUMNS = "seq, idx, action, performer, bindings, attempt_id"
-_LOCK = "SELECT last_seq FROM strabo_ledgers WHERE mas = $1 AND protocol = $2 FOR UPDATE"
-# One round trip: the rows, the counter and the notification (sent at commit).
-_WRITE = """
-WITH rows AS (
-    INSERT INTO strabo_instances (mas, protocol, seq, idx, root, action, performer, bindings,
-                                  attempt_id)
-    SELECT $1, $2, * FROM unnest($3::bigint[], $4::int[], $5::text[], $6::text[], $7::text[],
-                                 $8::text[], $9::text[])
-), counter AS (
-    UPDATE strabo_ledgers SET last_seq = $10 WHERE mas = $1 AND protocol = $2
-)
-SELECT pg_notify($11, $12)
-"""
+# A ledger's lock: the two-integer form of a transaction-level advisory lock,
+# this class and :func:`_ledger_key`; held until the holder's transaction has
+# ended (committed: visible to the next holder's reads).
+_TURN_LOCK = 0x5354_5254
+# Take the ledger, read what the caller missed (one range scan), and unless a
+# row of it touches one of p_roots (a clash), write p_count batches after the
+# last one (p_rel: 1 for the first), move the counter and notify. Returns the
+# missed rows, then the last seq before the write (r_idx -1; -2: a clash). In
+# PL/pgSQL each statement takes a new snapshot: the reads after the lock see
+# the commit it waited for, which one plain statement would not.
+_FUNCTION = "strabo_append_1"
+_DEFINITION = f"""
+CREATE OR REPLACE FUNCTION strabo_append_1(p_mas text, p_protocol text, p_after bigint,
+    p_key integer, p_roots text[], p_count integer, p_rel integer[],
+    p_idx integer[], p_root text[], p_action text[], p_performer text[], p_bindings text[],
+    p_attempt text[], p_channel text)
+RETURNS TABLE (r_seq bigint, r_idx integer, r_action text, r_performer text,
+               r_bindings text, r_attempt text, r_root text)
+LANGUAGE plpgsql AS $body$
+DECLARE
+    v_last bigint;
+    v_clash boolean := false;
+BEGIN
+    PERFORM pg_advisory_xact_lock({_TURN_LOCK}, p_key);
+    SELECT l.last_seq INTO v_last FROM strabo_ledgers l
+        WHERE l.mas = p_mas AND l.protocol = p_protocol;
+    IF v_last IS NULL THEN  -- the ledger's first turn anywhere
+        INSERT INTO strabo_ledgers VALUES (p_mas, p_protocol, 0);
+        v_last := 0;
+    END IF;
+    FOR r_seq, r_idx, r_action, r_performer, r_bindings, r_attempt, r_root IN
+        SELECT i.seq, i.idx, i.action, i.performer, i.bindings, i.attempt_id, i.root
+        FROM strabo_instances i
+        WHERE i.mas = p_mas AND i.protocol = p_protocol AND i.seq > p_after
+            AND i.seq <= v_last
+        ORDER BY i.seq, i.idx
+    LOOP
+        v_clash := v_clash OR r_root = ANY (p_roots);
+        RETURN NEXT;
+    END LOOP;
+    IF p_count > 0 AND NOT v_clash THEN
+        UPDATE strabo_ledgers SET last_seq = v_last + p_count
+            WHERE mas = p_mas AND protocol = p_protocol;
+        INSERT INTO strabo_instances (mas, protocol, seq, idx, root, action, performer,
+                                      bindings, attempt_id)
+            SELECT p_mas, p_protocol, v_last + u.r, u.i, u.root, u.action, u.performer,
+                   u.bindings, u.attempt
+            FROM unnest(p_rel, p_idx, p_root, p_action, p_performer, p_bindings, p_attempt)
+                AS u(r, i, root, action, performer, bindings, attempt);
+        PERFORM pg_notify(p_channel,
+                          json_build_array(p_mas, p_protocol, v_last + p_count)::text);
+    END IF;
+    r_seq := v_last;
+    r_idx := CASE WHEN v_clash THEN -2 ELSE -1 END;
+    r_action := NULL; r_performer := NULL; r_bindings := NULL; r_attempt := NULL; r_root := NULL;
+    RETURN NEXT;
+END
+$body$"""
+_APPEND = f"SELECT * FROM strabo_append_1({', '.join(f'${i}' for i in range(1, 15))})"
+Rows = Sequence[tuple[int, int, str, str, str, str, str | None]]
+_RECORD = "INSERT INTO strabo_protocols VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
+
+
+def _ledger_key(mas: str, protocol: str) -> int:
+    """The second integer of a ledger's advisory locks (a signed 32-bit digest of
+    its names; two ledgers with one key would only take turns together)."""
+    digest = hashlib.sha1(json.dumps([mas, protocol]).encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
 
 
 class PostgresStore(SharedStore):
@@ -168,6 +229,7 @@ class PostgresStore(SharedStore):
                         f"{redact(self.url)}: schema version {version}, "
                         f"this strabo reads {_SCHEMA_VERSION}"
                     )
+                await _define_functions(conn)
             await self._listen()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             await self._close_connections()
@@ -300,52 +362,69 @@ class PostgresStore(SharedStore):
 
     @contextlib.asynccontextmanager
     async def turn(self, mas: str, protocol: LangshawProtocol, after: int) -> AsyncIterator[Turn]:
-        name = protocol.name
+        """A transaction holding the ledger from its first statement, which
+        reads what was missed, to its commit, after the write."""
         async with self.pool.acquire() as conn:
             transaction = conn.transaction()
             await transaction.start()
             try:
-                last = await conn.fetchval(_LOCK, mas, name)
-                if last is None:  # the ledger's first turn anywhere
-                    await conn.execute(
-                        "INSERT INTO strabo_ledgers VALUES ($1, $2, 0) ON CONFLICT DO NOTHING",
-                        mas,
-                        name,
-                    )
-                    last = await conn.fetchval(_LOCK, mas, name)
-                missed: list[Batch] = []
-                if last > after:
-                    # A statement after the lock: its snapshot holds every commit
-                    # of the turns that ran before this one.
-                    rows = await conn.fetch(
-                        f"SELECT {_COLUMNS} FROM strabo_instances WHERE mas = $1 AND "
-                        "protocol = $2 AND seq > $3 ORDER BY seq, idx",
-                        mas,
-                        name,
-                        after,
-                    )
-                    missed = batches_of(protocol, rows)
-                    _check_dense(mas, name, missed, after, last)
-                turn = Turn(int(last), missed)
+                turn = await self._append(conn, mas, protocol, after, [], ())
                 yield turn
                 if turn.batches:
-                    await self._write(conn, mas, protocol, turn.batches)
+                    last = turn.last_seq
+                    rows = [(seq - last, *rest) for seq, *rest in rows_of(protocol, turn.batches)]
+                    await self._append(conn, mas, protocol, last, rows, ())
                 await transaction.commit()
             except BaseException:
                 with contextlib.suppress(Exception):
                     await transaction.rollback()
                 raise
 
-    async def _write(
-        self, conn: Any, mas: str, protocol: LangshawProtocol, batches: list[Batch]
-    ) -> None:
-        columns: list[list[Any]] = [[], [], [], [], [], [], []]
-        for row in rows_of(protocol, batches):
-            for column, value in zip(columns, row, strict=True):
-                column.append(value)
-        last = batches[-1].seq
-        payload = json.dumps([mas, protocol.name, last], separators=(",", ":"))
-        await conn.execute(_WRITE, mas, protocol.name, *columns, last, channel(mas), payload)
+    async def append_apart(
+        self, mas: str, protocol: LangshawProtocol, after: int, rows: Rows, roots: Iterable[str]
+    ) -> MissedRows:
+        """A whole turn in one statement, its attempts checked already against
+        a replica holding the batches up to ``after``: take the ledger and,
+        unless a batch after ``after`` touches one of ``roots`` (``clash``),
+        write ``rows`` (batch relative to the last one, 1 for the first; idx,
+        root, action, performer, bindings, attempt id) as the next batches, and
+        commit. The result holds the last seq before them, and the batches after
+        ``after``, which the caller applies before its own."""
+        async with self.pool.acquire() as conn:
+            return await self._append(conn, mas, protocol, after, rows, roots)
+
+    async def _append(
+        self,
+        conn: Any,
+        mas: str,
+        protocol: LangshawProtocol,
+        after: int,
+        rows: Rows,
+        roots: Iterable[str],
+    ) -> MissedRows:
+        """One call of ``strabo_append_1`` on ``conn``: alone, a whole turn; in a
+        transaction, a turn's read (no rows) or its write."""
+        name = protocol.name
+        columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in range(7)]
+        count = rows[-1][0] if rows else 0
+        key = _ledger_key(mas, name)
+        args = (mas, name, after, key, list(roots), count, *columns)
+        if count:
+            found = await self._write(conn, _APPEND, *args, channel(mas))
+        else:
+            found = await conn.fetch(_APPEND, *args, channel(mas))
+        last = int(found[-1][0])
+        if last > after:
+            _check_dense(mas, name, [row[0] for row in found[:-1]], after, last)
+        result = MissedRows(last, found[:-1], protocol)
+        result.clash = found[-1][1] == -2
+        return result
+
+    async def _write(self, conn: Any, query: str, *args: Any) -> list[Any]:
+        """Run the statement that writes a turn's batches (a seam for the tests,
+        which fail it or stop the database there)."""
+        rows: list[Any] = await conn.fetch(query, *args)
+        return rows
 
     # The Store interface -------------------------------------------------------------
 
@@ -391,22 +470,11 @@ class PostgresStore(SharedStore):
         return await self._query(protocol, "AND root = $3", mas, protocol.name, root_text(root))
 
     async def find_attempt(
-        self,
-        mas: str,
-        protocol: LangshawProtocol,
-        attempt_id: str,
-        performer: str,
-        root: tuple[Any, ...],
+        self, mas: str, protocol: LangshawProtocol, attempt_id: str, performer: str, root: Any
     ) -> Batch | None:
         # Not through the root: one enactment may hold thousands of rows.
-        batches = await self._query(
-            protocol,
-            "AND performer = $3 AND attempt_id = $4",
-            mas,
-            protocol.name,
-            performer,
-            attempt_id,
-        )
+        where = "AND performer = $3 AND attempt_id = $4"
+        batches = await self._query(protocol, where, mas, protocol.name, performer, attempt_id)
         return batches[0] if batches else None
 
     async def record_protocol(
@@ -416,13 +484,7 @@ class PostgresStore(SharedStore):
         # recorded first (its insert made this one do nothing).
         try:
             async with self.pool.acquire() as conn:
-                await conn.execute(
-                    "INSERT INTO strabo_protocols VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                    mas,
-                    protocol,
-                    fingerprint,
-                    meaning,
-                )
+                await conn.execute(_RECORD, mas, protocol, fingerprint, meaning)
                 row = await conn.fetchrow(
                     "SELECT fingerprint, meaning FROM strabo_protocols "
                     "WHERE mas = $1 AND protocol = $2",
@@ -439,15 +501,63 @@ class PostgresStore(SharedStore):
         return row[0], row[1]
 
 
+class MissedRows(Turn):
+    """A turn whose missed batches stay rows until read (``missed`` decodes
+    them), with their enactments as the log keeps them (``missed_roots``):
+    ``syncserver._shared`` applies them after the commit when they touch none
+    of its attempts' enactments."""
+
+    def __init__(self, last_seq: int, rows: Sequence[Any], protocol: LangshawProtocol) -> None:
+        self._protocol = protocol
+        self._missed: list[Batch] = []
+        super().__init__(last_seq, [])
+        self._rows: Sequence[Any] | None = rows
+        self.missed_roots = frozenset(row[6] for row in rows)
+        self.clash = False  # (append_apart) a batch missed touches an attempt's enactment
+
+    @property
+    def missed(self) -> list[Batch]:
+        if self._rows is not None:
+            rows, self._rows = self._rows, None
+            self._missed = batches_of(self._protocol, [row[:6] for row in rows])
+        return self._missed
+
+    @missed.setter
+    def missed(self, batches: list[Batch]) -> None:
+        self._rows, self._missed = None, batches
+
+
 async def _keep_session(_conn: Any) -> None:
-    """The store changes no session state (no SET, LISTEN or advisory lock on the
-    pool's connections), so a released connection needs no reset query: a round
-    trip saved per turn. asyncpg still rolls back a transaction left open."""
+    """No session state changes on the pool's connections (no SET, LISTEN or
+    session lock): no reset query, a round trip saved per turn. asyncpg still
+    rolls back a transaction left open."""
 
 
-def batches_of(protocol: LangshawProtocol, rows: Iterable[Any]) -> list[Batch]:
-    """Batches from asyncpg records (sequences of their columns)."""
-    return _batches_of(protocol, rows)
+async def _define_functions(conn: Any) -> None:
+    """Create the function turns call, or bring it to this version's text,
+    unless it is there as it should be (a server that did not create it may
+    not own it, and replacing it makes every session compile it again)."""
+    source = await conn.fetchval(
+        "SELECT prosrc FROM pg_proc WHERE proname = $1 "
+        "AND pronamespace = to_regnamespace(current_schema())",
+        _FUNCTION,
+    )
+    if source != _DEFINITION.split("$body$")[1]:
+        await conn.execute(_DEFINITION)
+
+
+def batches_of(protocol: LangshawProtocol, rows: Sequence[Any]) -> list[Batch]:
+    """Batches from asyncpg records (sequences of their columns).
+
+    Each entry keeps the bindings' text as read (what the writer encoded: the
+    same compact JSON), so that its event frame is not encoded again: every
+    server frames every batch it follows, for its streams' tail."""
+    batches = _batches_of(protocol, rows)
+    texts = iter(row[4] for row in rows)
+    for batch in batches:
+        for entry in batch.entries:
+            entry._json = next(texts)
+    return batches
 
 
 def _url_fault(url: str, exc: Exception) -> str:
@@ -462,12 +572,15 @@ def _url_fault(url: str, exc: Exception) -> str:
     return scrub(str(exc), url) or type(exc).__name__
 
 
-def _check_dense(mas: str, protocol: str, batches: list[Batch], after: int, last: int) -> None:
+def _check_dense(mas: str, protocol: str, seqs: list[int], after: int, last: int) -> None:
+    """``seqs``: of each row read, in order (a batch's rows share one)."""
     expected = after + 1
-    for batch in batches:
-        if batch.seq != expected:
+    for seq in seqs:
+        if seq == expected - 1 and seq > after:
+            continue  # another row of the same batch
+        if seq != expected:
             raise StoreError(
-                f"the log of {mas}/{protocol} has no batch {expected} but has batch {batch.seq}"
+                f"the log of {mas}/{protocol} has no batch {expected} but has batch {seq}"
             )
         expected += 1
     if expected != last + 1:

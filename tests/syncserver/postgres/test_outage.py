@@ -156,7 +156,7 @@ async def test_an_outage_is_one_log_line_and_the_store_recovers(
 
 class StopsMidTurn(PostgresStore):
     """When ``armed``, the next turn that writes stops PostgreSQL (cuts the relay)
-    once it holds the ledger's lock and has checked its attempts, at the test's
+    once it has checked its attempts and is about to write them, at the test's
     signal; the rebuild of the state that follows waits at ``rebuild_gate``, so
     that attempts can arrive while it runs."""
 
@@ -169,13 +169,13 @@ class StopsMidTurn(PostgresStore):
         self.rebuilding = asyncio.Event()
         self.rebuild_gate = asyncio.Event()
 
-    async def _write(self, conn: Any, mas: str, protocol: Any, batches: list[Batch]) -> None:
+    async def _write(self, conn: Any, query: str, *args: Any) -> list[Any]:
         if self.armed:
             self.armed = False
             self.in_turn.set()
             await self.stop.wait()
             await self.relay.cut()
-        await super()._write(conn, mas, protocol, batches)
+        return await super()._write(conn, query, *args)
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[None]:

@@ -191,11 +191,11 @@ class FailingOnce(PostgresStore):
 
     failures = 1
 
-    async def _write(self, conn: Any, mas: str, protocol: Any, batches: list[Batch]) -> None:
+    async def _write(self, conn: Any, query: str, *args: Any) -> list[Any]:
         if self.failures:
             self.failures -= 1
             raise OSError("disk full (simulated)")
-        await super()._write(conn, mas, protocol, batches)
+        return await super()._write(conn, query, *args)
 
 
 async def test_a_failed_turn_is_answered_503_and_rebuilt_from_the_log(pg_url: str) -> None:

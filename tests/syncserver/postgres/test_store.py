@@ -23,7 +23,7 @@ import pytest
 
 from langshaw import ActionInstance, LangshawProtocol
 from syncserver import Batch, Entry, Rejected, StoreError, SyncServer, open_store
-from syncserver._pgstore import _LOCK, PostgresStore
+from syncserver._pgstore import _APPEND, PostgresStore, _ledger_key
 from syncserver.store import Store, Turn
 from tests.conftest import PROTOCOLS, SIMPLE_CREATE, SIMPLE_CREATED, load
 
@@ -277,7 +277,9 @@ async def test_turns_of_one_ledger_run_one_at_a_time_across_servers(pg_url: str)
             async with second.pool.acquire() as conn, conn.transaction():
                 await conn.execute("SET LOCAL lock_timeout = '200ms'")
                 with pytest.raises(asyncpg.LockNotAvailableError):
-                    await conn.fetchval(_LOCK, MAS, "SimpleUCP")
+                    key = _ledger_key(MAS, "SimpleUCP")
+                    nothing = [[] for _ in range(7)]  # no rows to write
+                    await conn.fetch(_APPEND, MAS, "SimpleUCP", 0, key, [], 0, *nothing, "")
             task = asyncio.create_task(later())
             turn.append(batches()[:2])
         await asyncio.wait_for(task, 10)
