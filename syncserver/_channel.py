@@ -55,6 +55,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from syncserver._attempts import encode, finalize
+from syncserver._handed import HandedOver
 from syncserver.batch import Batch
 from syncserver.config import AgentConfig
 from syncserver.errors import ServiceError, error_bytes, error_json
@@ -96,7 +97,7 @@ class _Flight:
         self.settled = settled  # done once the answer is written or waits for its batch
 
 
-class Channel(asyncio.Protocol):
+class Channel(HandedOver):
     """One agent's channel for one protocol, once the connection is handed over."""
 
     def __init__(
@@ -111,18 +112,14 @@ class Channel(asyncio.Protocol):
         on_attempt: Callable[[str, str], None] | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
+        super().__init__(limits, on_close)
         self.server = server
         self.ledger = ledger
         self.agent = agent
         self.after = after
-        self.limits = limits
         self.heartbeat = heartbeat
         self.lagging = lagging
         self.on_attempt = on_attempt
-        self.on_close = on_close
-        #: The server's connection set (uvicorn's), which a channel leaves when it closes.
-        self.connections: set[Any] | None = None
-        self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer known to hold no end of line
         self._attempts: set[asyncio.Task[None]] = set()
@@ -133,19 +130,13 @@ class Channel(asyncio.Protocol):
         self._sent = after  # the last batch given (as a batch or in an answer)
         self._streaming = True  # the stream still gives batches
         self._follow_task: asyncio.Task[None] | None = None
-        self._drained: asyncio.Future[None] | None = None
-        self._write_timer: asyncio.TimerHandle | None = None
         self._linger: asyncio.TimerHandle | None = None
-        self._paused = False  # the client reads slowly: its lines wait (and so does it)
         self._closing = False  # no more attempts: close once those in flight are answered
-        self._closed = False
 
     # asyncio.Protocol -----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=self.limits.write_buffer)
+        super().connection_made(transport)
         loop = asyncio.get_running_loop()
         self._follow_task = loop.create_task(self._follow(), name="channel stream")
 
@@ -177,36 +168,20 @@ class Channel(asyncio.Protocol):
         return True  # keep the transport open (for writing) until then
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = self._closing = True
-        if self._write_timer is not None:
-            self._write_timer.cancel()
+        self._closing = True
         if self._linger is not None:
             self._linger.cancel()
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
         if self._follow_task is not None:
             self._follow_task.cancel()
-        if self.connections is not None:
-            self.connections.discard(self)
-        if self.on_close is not None:
-            self.on_close()
-            self.on_close = None
+        super().connection_lost(exc)
 
     def pause_writing(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._paused = True
+        super().pause_writing()
         if self.transport is not None:
             self.transport.pause_reading()  # the client's attempts wait in its buffers
-        self._drained = loop.create_future()
-        self._write_timer = loop.call_later(self.limits.write_timeout, self._write_expired)
 
     def resume_writing(self) -> None:
-        if self._write_timer is not None:
-            self._write_timer.cancel()
-            self._write_timer = None
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._paused = False
+        super().resume_writing()
         if not self._closing and self.transport is not None:
             self.transport.resume_reading()
             self._lines()
@@ -333,8 +308,7 @@ class Channel(asyncio.Protocol):
                     for flight in self._holding(batch):
                         await flight.settled
                     self._give(batch)
-                if self._drained is not None and not self._drained.done():
-                    await self._drained  # the client reads slowly: the backlog grows instead
+                await self.drained()  # the client reads slowly: the backlog grows instead
         except Lagging as lag:
             self._end_stream()
             self._write(self.lagging(lag.last))
@@ -390,10 +364,6 @@ class Channel(asyncio.Protocol):
 
     # Writing and closing --------------------------------------------------------------
 
-    def _write(self, data: bytes) -> None:
-        if not self._closed and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
-
     def _fail(self, code: str, message: str) -> None:
         self._write(error_frame(code, message))
         self._close()
@@ -433,15 +403,11 @@ class Channel(asyncio.Protocol):
             self.transport.abort()
 
     def _write_expired(self) -> None:
-        self._write_timer = None
-        log.debug(
-            "dropped a channel of %s: it read nothing for %ss",
-            self.agent.name,
-            self.limits.write_timeout,
-        )
-        self._closed = self._closing = True
-        if self.transport is not None:
-            self.transport.abort()
+        self._closing = True
+        super()._write_expired()
+
+    def _who(self) -> str:
+        return f"a channel of {self.agent.name}"
 
 
 def _attempt_id(line: bytes) -> str | None:

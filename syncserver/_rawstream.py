@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
+from syncserver._handed import HandedOver
 from syncserver.batch import Batch
 from syncserver.feed import Lagging
 from syncserver.ledger import Ledger
@@ -47,7 +47,7 @@ _CONNECTED = b": connected\n\n"
 _PING = b": ping\n\n"
 
 
-class RawStream(asyncio.Protocol):
+class RawStream(HandedOver):
     """One subscriber's event stream, once the connection is handed over."""
 
     def __init__(
@@ -59,27 +59,17 @@ class RawStream(asyncio.Protocol):
         lagging: Callable[[int], bytes],
         on_close: Callable[[], None] | None = None,
     ) -> None:
+        super().__init__(limits, on_close)
         self.ledger = ledger
         self.after = after
-        self.limits = limits
         self.heartbeat = heartbeat
         self.lagging = lagging
-        self.on_close = on_close
-        #: The server's connection set (uvicorn's), which the stream leaves when it closes.
-        self.connections: set[Any] | None = None
-        self.transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
-        self._drained: asyncio.Future[None] | None = None
-        self._write_timer: asyncio.TimerHandle | None = None
-        self._paused = False
-        self._closed = False
 
     # asyncio.Protocol -----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=self.limits.write_buffer)
+        super().connection_made(transport)
         self._write(_CONNECTED)
         self._task = asyncio.get_running_loop().create_task(self._follow(), name="event stream")
 
@@ -91,32 +81,9 @@ class RawStream(asyncio.Protocol):
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        if self._write_timer is not None:
-            self._write_timer.cancel()
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
         if self._task is not None:
             self._task.cancel()
-        if self.connections is not None:
-            self.connections.discard(self)
-        if self.on_close is not None:
-            self.on_close()
-            self.on_close = None
-
-    def pause_writing(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._paused = True
-        self._drained = loop.create_future()
-        self._write_timer = loop.call_later(self.limits.write_timeout, self._write_expired)
-
-    def resume_writing(self) -> None:
-        if self._write_timer is not None:
-            self._write_timer.cancel()
-            self._write_timer = None
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._paused = False
+        super().connection_lost(exc)
 
     def shutdown(self) -> None:
         """uvicorn's graceful shutdown (and the client's end of input): close
@@ -140,8 +107,7 @@ class RawStream(asyncio.Protocol):
         try:
             async for batch in stream:
                 self._write(_PING if batch is None else batch.sse_frame)
-                if self._drained is not None and not self._drained.done():
-                    await self._drained  # the client reads slowly: the backlog grows instead
+                await self.drained()  # the client reads slowly: the backlog grows instead
         except Lagging as lag:
             self._write(self.lagging(lag.last))
         except Exception:
@@ -158,14 +124,5 @@ class RawStream(asyncio.Protocol):
         self._write(batch.sse_frame)
         return True
 
-    def _write(self, data: bytes) -> None:
-        transport = self.transport
-        if not self._closed and transport is not None and not transport.is_closing():
-            transport.write(data)
-
-    def _write_expired(self) -> None:
-        self._write_timer = None
-        log.debug("dropped an event stream: it read nothing for %ss", self.limits.write_timeout)
-        self._closed = True
-        if self.transport is not None:
-            self.transport.abort()
+    def _who(self) -> str:
+        return f"an event stream of {self.ledger.mas}"
