@@ -17,6 +17,13 @@ from strabo import serve
 from strabo.serving import free_port
 from syncserver import SyncServer, create_app, uvicorn_options
 
+#: For a test's httpx client that a test leaves idle between requests. httpx drops
+#: an idle connection after 5 s, and uvicorn closes one after 5 s (its default
+#: keep-alive timeout, and Limits.keep_alive_timeout): a request sent on a
+#: connection idle for about 5 s can cross the server's close and fail with
+#: ReadError. Idle connections dropped well before the server's timeout cannot.
+CLIENT_LIMITS = httpx.Limits(keepalive_expiry=1.0)
+
 
 class Harness:
     """One MAS named 'default'; agents' tokens are '<name>-token'.
@@ -95,7 +102,9 @@ class Harness:
     def client(self, agent: str | None) -> httpx.AsyncClient:
         assert self.url is not None, "an HTTP harness is needed"
         headers = {"Authorization": f"Bearer {agent}-token"} if agent else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10)
+        return httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=10, limits=CLIENT_LIMITS
+        )
 
 
 async def until(predicate: Any, event: asyncio.Event, seconds: float = 5.0) -> None:

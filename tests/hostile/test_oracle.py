@@ -84,6 +84,7 @@ from langshaw import ABSENT, ActionInstance, LangshawProtocol, json_equal
 from langshaw.model import Action
 from strabo.serving import serve
 from syncserver import SyncServer, create_app
+from tests.harness import CLIENT_LIMITS
 from tests.langshaw.test_properties import (
     SHIPPED,
     VALUES,
@@ -188,7 +189,9 @@ class World:
         if not self.ready.wait(30) or self.error is not None or len(self.urls) != len(POLICIES):
             raise RuntimeError(f"the servers did not start: {self.error!r}")
         for policy, url in self.urls.items():
-            self.clients[policy] = httpx.AsyncClient(base_url=url, timeout=10)
+            self.clients[policy] = httpx.AsyncClient(
+                base_url=url, timeout=10, limits=CLIENT_LIMITS
+            )
 
     def run(self, coroutine: Coroutine[Any, Any, Any], seconds: float = 60) -> Any:
         return self.loop.run_until_complete(asyncio.wait_for(coroutine, seconds))

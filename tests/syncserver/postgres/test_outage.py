@@ -29,7 +29,7 @@ from langshaw import LangshawProtocol
 from syncserver import Batch, Entry, SyncServer, create_app
 from syncserver._pgstore import PostgresStore
 from syncserver.serving import serve
-from tests.harness import until
+from tests.harness import CLIENT_LIMITS, until
 from tests.syncserver.postgres.test_store import MAS, SIMPLE, create
 
 
@@ -225,7 +225,10 @@ async def test_an_outage_mid_turn_leaves_no_attempt_id_unanswered(
     path = "/mas/default/protocols/SimpleUCP"
     try:
         async with serve(create_app(server)) as base, store.held(), httpx.AsyncClient(
-            base_url=base, headers={"Authorization": "Bearer platform"}, timeout=30
+            base_url=base,
+            headers={"Authorization": "Bearer platform"},
+            timeout=30,
+            limits=CLIENT_LIMITS,
         ) as http:
 
             async def post(cid: str) -> httpx.Response:
