@@ -10,6 +10,7 @@ Executors connect adapters to a SyncServer: :class:`LocalExecutor` in-process,
 """
 
 from langshaw import ActionInstance
+from peach._mandate import Approver, MandateRefused
 from peach.adapter import PeachAdapter
 from peach.errors import ActionRejected, BindError, ExecutorError, HandlerError, LogGapError
 from peach.executor import Executor
@@ -17,10 +18,12 @@ from peach.feasible import FeasibleAction
 from peach.http import SyncExecutor
 from peach.keys import new_key
 from peach.local import LocalExecutor
+from syncserver.mandate import Mandate, read_mandate
 
 __all__ = [
     "ActionInstance",
     "ActionRejected",
+    "Approver",
     "BindError",
     "Executor",
     "ExecutorError",
@@ -28,7 +31,10 @@ __all__ = [
     "HandlerError",
     "LocalExecutor",
     "LogGapError",
+    "Mandate",
+    "MandateRefused",
     "PeachAdapter",
     "SyncExecutor",
     "new_key",
+    "read_mandate",
 ]

@@ -16,14 +16,17 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langshaw import ABSENT, ActionInstance, Enablement, LangshawProtocol, SocialState, json_equal
+from peach._breaches import check_always
 from peach._handlers import HandlerErrors, Handlers
+from peach._mandate import Approver, MandateGuard, MandateRefused
 from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
 from peach.keys import new_key
-from peach.roles import ConstraintRefused, MustAlways, RoleSpec, evaluate
+from peach.roles import ConstraintRefused, MustAlways, RoleSpec
 from peach.view import View
 from syncserver.acts_for import ActsFor
+from syncserver.mandate import Mandate
 
 if TYPE_CHECKING:
     from syncserver.batch import Batch
@@ -47,7 +50,14 @@ class PeachAdapter:
     """
 
     def __init__(
-        self, name: str, protocol: LangshawProtocol, role: str, executor: Executor
+        self,
+        name: str,
+        protocol: LangshawProtocol,
+        role: str,
+        executor: Executor,
+        *,
+        mandate: Mandate | None = None,
+        approve: Approver | None = None,
     ) -> None:
         if role not in protocol.roles:
             raise ValueError(
@@ -80,6 +90,18 @@ class PeachAdapter:
         self.breach_listeners: list[Callable[[MustAlways], None]] = []
         self._breaching: set[str] = set()
         self._check_failing: set[str] = set()
+        self.approve = approve  # asked where the mandate wants a human's approval
+        self.mandate = mandate
+
+    @property
+    def mandate(self) -> Mandate | None:
+        """The principal's bounds on this agent (syncserver.mandate), checked
+        before each attempt leaves the agent; None for none."""
+        return self._guard.mandate if self._guard else None
+
+    @mandate.setter
+    def mandate(self, mandate: Mandate | None) -> None:
+        self._guard = MandateGuard(self, mandate) if mandate else None
 
     # Registration ---------------------------------------------------------------
 
@@ -363,7 +385,14 @@ class PeachAdapter:
         try:
             if self.spec is not None:
                 self.spec.refusal(items, self)
-            done = await self.executor.attempt(self, items)
+            if self._guard is None:
+                done = await self.executor.attempt(self, items)
+            else:
+                async with self._guard.admit(items):
+                    done = await self.executor.attempt(self, items)
+        except MandateRefused:
+            self.counters["refused by mandate"] += 1
+            raise
         except ConstraintRefused as exc:
             self.counters["refused by constraints"] += 1
             if exc.check_error is not None:
@@ -462,6 +491,8 @@ class PeachAdapter:
         self._view = view
         self._enabled_cache.clear()
         self._acts_for = self.executor.acts_for(self)
+        if self._guard is None:  # the MAS's mandate, unless the agent was given its own
+            self.mandate = self.executor.mandate(self)
 
     def batch_applied(
         self,
@@ -478,7 +509,7 @@ class PeachAdapter:
             return
         self.counters["batches observed"] += 1
         if self.spec is not None and self.spec.must_always:
-            self._check_always(batch.seq)
+            check_always(self, batch.seq)
         if self._observers:
             for entry in batch.entries:
                 for handler in self._handlers(self._observers, entry.instance.action.name):
@@ -504,49 +535,6 @@ class PeachAdapter:
                     log.error("%s: listener %s failed: %s: %s", self.name,
                               getattr(listener, "__qualname__", listener),
                               type(exc).__name__, exc)
-
-    def _check_always(self, seq: int) -> None:
-        """Report each must-always constraint that stops holding (once, until it
-        holds again)."""
-        assert self.spec is not None
-        now: set[str] = set()
-        failing: set[str] = set()
-        for constraint in self.spec.must_always:
-            name = constraint.name
-            try:
-                holds = evaluate(constraint.check, self)
-            except Exception as exc:
-                # Counted each time, logged once until it passes again; what was
-                # known of it (breached or not) stands meanwhile.
-                self.counters["constraint check errors"] += 1
-                failing.add(name)
-                if name not in self._check_failing:
-                    log.error("%s: must-always check %s failed: %s: %s",
-                              self.name, name, type(exc).__name__, exc)
-                if name in self._breaching:
-                    now.add(name)
-                continue
-            if holds:
-                continue
-            now.add(name)
-            if name in self._breaching:
-                continue
-            self.counters["breaches"] += 1
-            self.breaches.append({"constraint": name, "after_batch": seq})
-            log.warning(
-                "%s (%s): must-always constraint %r does not hold after batch %s: %s",
-                self.name, self.role, name, seq, constraint.description,
-            )
-            for listener in self.breach_listeners:
-                try:
-                    listener(constraint)
-                except Exception as exc:  # the batch must still reach every handler
-                    self.counters["breach listener errors"] += 1
-                    log.error("%s: breach listener %s failed: %s: %s", self.name,
-                              getattr(listener, "__qualname__", listener),
-                              type(exc).__name__, exc)
-        self._breaching = now
-        self._check_failing = failing
 
     def go_live(self) -> None:
         """Start-up: everything enabled now counts as newly enabled."""

@@ -24,6 +24,7 @@ from peach.errors import ExecutorError, LogGapError
 from peach.view import View, signature
 from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch
+from syncserver.mandate import Mandate
 from syncserver.retry import Backoff
 
 log = logging.getLogger("strabo.peach")
@@ -253,6 +254,11 @@ class Executor:
         """The bindings the MAS holds ``adapter``'s agent to (``acts_for`` in its
         configuration); the adapter offers only what they allow."""
         return ActsFor()
+
+    def mandate(self, adapter: Member) -> Mandate | None:
+        """The mandate the MAS states for ``adapter``'s agent (``mandate`` in its
+        configuration), which the adapter then enforces too; None for none."""
+        return None
 
     def _new_feed(self, protocol: LangshawProtocol) -> _Feed:
         return _Feed(self, protocol)

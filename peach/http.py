@@ -34,6 +34,7 @@ from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch, Entry
 from syncserver.client import Answer, Client, LeanClient, NoAnswer, Unsendable, open_client
 from syncserver.http1 import Response, TransportError
+from syncserver.mandate import Mandate
 from syncserver.retry import RETRY_STATUS
 
 log = logging.getLogger("strabo.peach")
@@ -87,6 +88,7 @@ class SyncExecutor(Executor):
         self.agent: str | None = None
         self.roles: dict[str, list[str]] = {}
         self._acts_for = ActsFor()
+        self._mandate: dict[str, Any] | None = None
 
     def _path(self, adapter: Member, tail: str) -> str:
         return (
@@ -112,6 +114,7 @@ class SyncExecutor(Executor):
         self.agent = info["agent"]
         self.roles = info["roles"]
         self._acts_for = ActsFor.of(info.get("acts_for") or {})  # older servers: none
+        self._mandate = info.get("mandate") or None
 
     async def _disconnect(self) -> None:
         if self._client is not None:
@@ -120,6 +123,13 @@ class SyncExecutor(Executor):
 
     def acts_for(self, adapter: Member) -> ActsFor:
         return self._acts_for
+
+    def mandate(self, adapter: Member) -> Mandate | None:
+        # Checked by the server against all the agent's protocols: the clauses
+        # that name another protocol's actions are that protocol's adapters' to keep.
+        if not self._mandate:
+            return None
+        return Mandate.parse(self._mandate, [adapter.protocol], (), lambda *_: None) or None
 
     async def _admit(self, adapter: Member) -> None:
         if adapter.name != self.agent:

@@ -15,6 +15,7 @@ from peach.executor import Executor, Member
 from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch
 from syncserver.errors import Rejected, ServiceError
+from syncserver.mandate import Mandate
 from syncserver.server import SyncServer
 
 
@@ -56,6 +57,9 @@ class LocalExecutor(Executor):
 
     def acts_for(self, adapter: Member) -> ActsFor:
         return self.server.agent(self.mas, adapter.name).acts_for
+
+    def mandate(self, adapter: Member) -> Mandate | None:
+        return self.server.agent(self.mas, adapter.name).mandate or None
 
     async def _send(
         self, adapter: Member, instances: Sequence[ActionInstance], attempt_id: str

@@ -27,6 +27,7 @@ from syncserver.config import (
 from syncserver.errors import Rejected, ServiceError
 from syncserver.ledger import Receipt
 from syncserver.limits import Limits
+from syncserver.mandate import Mandate, MandateError, read_mandate
 from syncserver.server import SyncServer, open_store
 from syncserver.sqlite import SQLiteStore
 from syncserver.store import MemoryStore, SharedStore, Store, StoreError
@@ -43,6 +44,8 @@ __all__ = [
     "Entry",
     "Limits",
     "MASConfig",
+    "Mandate",
+    "MandateError",
     "MemoryStore",
     "PostgresStore",
     "Receipt",
@@ -57,6 +60,7 @@ __all__ = [
     "create_app",
     "load_config",
     "open_store",
+    "read_mandate",
     "uvicorn_options",
 ]
 

@@ -49,7 +49,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from langshaw import LangshawProtocol, SocialState
+from langshaw import LangshawProtocol, SocialState, Violation
+from syncserver._mandates import MandateBook
 from syncserver.attempt import Attempt, AttemptIds, Receipt, Rejection, same_instances
 from syncserver.batch import Batch
 from syncserver.errors import ServiceError
@@ -75,6 +76,9 @@ class Ledger(Protocol):
     ids: AttemptIds
     stale: bool
     rebuilding: asyncio.Future[None] | None
+    book: MandateBook
+
+    def accept(self, attempt: Attempt) -> Violation | None: ...
 
     def check_window(self, attempts: Pending) -> tuple[Pending, list[Rejection]] | None: ...
 
@@ -313,9 +317,20 @@ class SharedFinalizer:
                     roots.add(root)
                     located.append((instance, root))
                 violation = state.check(attempt.instances, attempt.roles)
+                if violation is None and attempt.mandate is not None:
+                    violation = ledger.book.check(
+                        attempt.mandate, attempt.performer, attempt.instances, state
+                    )
                 if violation is not None:
                     rejected.append((attempt, future, violation))
                     continue
+                # Counted before the commit: a turn that fails leaves the count
+                # high until the state is rebuilt (refusing more, never less).
+                ledger.book.add(
+                    attempt.performer,
+                    attempt.instances,
+                    ledger.book.fresh(attempt.instances, state),
+                )
                 state.apply(attempt.instances, journal)
                 accepted.append((attempt, future))
                 rel, performer, key = len(accepted), attempt.performer, attempt.attempt_id
@@ -450,6 +465,7 @@ class SharedFinalizer:
             for batch in turn.missed:
                 if batch.seq != ledger.committed_seq + 1:
                     raise StoreError(f"batch {batch.seq} does not follow {ledger.committed_seq}")
+                ledger.book.add_batch(batch.entries, ledger.state)
                 ledger.state.apply([e.instance for e in batch.entries])
                 ledger.ids.add(batch)
                 ledger.committed(batch)
@@ -476,7 +492,7 @@ class SharedFinalizer:
         ledger = self.ledger
         try:
             for attempt, future in work:
-                violation = ledger.state.attempt(attempt.instances, attempt.roles)
+                violation = ledger.accept(attempt)
                 if violation is not None:
                     rejected.append((attempt, future, violation))
                     continue

@@ -90,6 +90,7 @@ async def mas_info(request: Request) -> Response:
             "agent": agent.name,
             "roles": {p: sorted(r) for p, r in agent.roles.items()},
             "acts_for": agent.acts_for.describe(),
+            "mandate": agent.mandate.describe(),  # the caller's own: others' stay private
             "protocols": list(system.protocols),
             "policy": server.policy,
         }

@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from langshaw import ActionInstance, Violation, json_equal
 from syncserver.batch import Batch
 from syncserver.errors import IdReused
+
+if TYPE_CHECKING:
+    from syncserver.mandate import Mandate
 
 
 @dataclass(slots=True)
@@ -26,6 +29,8 @@ class Attempt:
     performer: str
     roles: frozenset[str]
     attempt_id: str | None = None
+    #: The performer's mandate (syncserver.mandate), whose counts the ledger checks.
+    mandate: Mandate | None = None
 
     @property
     def key(self) -> tuple[str, str] | None:

@@ -30,6 +30,7 @@ from pydantic import create_model
 from langshaw import LangshawError, LangshawProtocol
 from syncserver.acts_for import ActsFor
 from syncserver.limits import Limits
+from syncserver.mandate import Mandate
 from syncserver.settings import Problems, SettingsError, Table, must, read_toml
 
 # How a SyncServer finalizes attempts (syncserver.ledger): each on arrival, or
@@ -51,6 +52,7 @@ class AgentConfig:
     roles: Mapping[str, frozenset[str]]  # protocol name -> roles played
     url: str | None = None  # where it listens, when agents enact peer to peer
     acts_for: ActsFor = field(default_factory=ActsFor)  # bindings it is held to
+    mandate: Mandate = field(default_factory=Mandate)  # its principal's bounds
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class _Agent(Table):
     token_env: str | None = must("the name of an environment variable", min_length=1)
     url: str | None = must("an http:// or https:// URL", pattern=r"^https?://")
     acts_for: Any = None  # checked against the protocols by ActsFor.parse
+    mandate: Any = None  # checked against the protocols by Mandate.parse
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
@@ -250,9 +253,16 @@ def _agents(
             problems.add,
             roles,
         )
+        mandate = Mandate.parse(
+            spec.mandate,
+            [p for p in protocols.values() if p.name in (roles or {})],
+            (*here, "mandate"),
+            problems.add,
+        )
         if token is not None and roles is not None:
             agents[name] = AgentConfig(
-                name=name, token=token, roles=roles, url=spec.url, acts_for=acts_for
+                name=name, token=token, roles=roles, url=spec.url, acts_for=acts_for,
+                mandate=mandate,
             )
     return agents
 

@@ -38,6 +38,7 @@ RULE_STATUS = {
     "key": 422,
     "role": 403,
     "acts-for": 403,
+    "mandate": 403,
     "duplicate": 409,
     "dependency": 409,
     "nono": 409,

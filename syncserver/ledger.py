@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langshaw import LangshawProtocol, SocialState, Violation
+from syncserver._mandates import MandateBook
 from syncserver._reading import LogReader
 from syncserver._shared import SharedFinalizer
 from syncserver._views import Views
@@ -70,6 +71,8 @@ class Ledger(LogReader):
         self.pages = SharedReads(0)
         #: Replicas of the enactments read lately, with their values (GET .../enactment).
         self.views = Views(protocol)
+        #: The counts of the agents with a mandate (the server names them).
+        self.book = MandateBook(protocol)
         # Batches accepted and numbered, waiting for their transaction, in seq order.
         self._pending: list[tuple[Batch, asyncio.Future[Batch]]] = []
         self._flush_scheduled = False
@@ -161,7 +164,7 @@ class Ledger(LogReader):
             # as under the instant policy: it is finalized with its window, and a
             # resend of its id gets its answer.
             return await asyncio.shield(future)
-        violation = self.state.attempt(attempt.instances, attempt.roles)
+        violation = self.accept(attempt)
         if violation is not None:
             replay = await self._replay(attempt)
             if replay is not None:
@@ -171,6 +174,22 @@ class Ledger(LogReader):
         if finalizing is not None:
             await finalizing
         return receipt
+
+    def accept(self, attempt: Attempt) -> Violation | None:
+        """Check ``attempt`` against the state, and its performer's mandate
+        against the book, and apply it to both if neither refuses it."""
+        book = self.book
+        if attempt.performer not in book.watched:
+            return self.state.attempt(attempt.instances, attempt.roles)
+        if attempt.mandate is not None:
+            refused = book.check(attempt.mandate, attempt.performer, attempt.instances, self.state)
+            if refused is not None:
+                return refused
+        fresh = book.fresh(attempt.instances, self.state)
+        violation = self.state.attempt(attempt.instances, attempt.roles)
+        if violation is None:
+            book.add(attempt.performer, attempt.instances, fresh)
+        return violation
 
     async def _replay(self, attempt: Attempt) -> Receipt | None:
         """The receipt of an attempt already finalized under the same attempt id.
@@ -283,7 +302,7 @@ class Ledger(LogReader):
         rejected: list[Rejection] = []
         try:
             for attempt, future in self._by_priority(attempts):
-                violation = self.state.attempt(attempt.instances, attempt.roles)
+                violation = self.accept(attempt)
                 if violation is not None:
                     rejected.append((attempt, future, violation))
                 else:
@@ -453,6 +472,7 @@ class Ledger(LogReader):
         if it is not the next one (an older one is skipped)."""
         if batch.seq != self.committed_seq + 1 or self._uncommitted:
             return False
+        self.book.add_batch(batch.entries, self.state)
         self.state.apply([e.instance for e in batch.entries])
         self.next_seq = batch.seq + 1
         self.ids.add(batch)
@@ -500,6 +520,7 @@ class Ledger(LogReader):
         self.pages.clear()
         self.views.clear()
         batches = await self.store.load(self.mas, self.protocol)
+        self.book.clear()
         for expected, batch in enumerate(batches, 1):
             if batch.seq != expected:
                 raise StoreError(
@@ -507,6 +528,7 @@ class Ledger(LogReader):
                     f"but has batch {batch.seq}: it is damaged (a strabo before 0.2 could "
                     "write batched windows out of order); serve it from a new --db"
                 )
+            self.book.add_batch(batch.entries, state)
             state.apply([e.instance for e in batch.entries])
             ids.add(batch)
         self.state = state

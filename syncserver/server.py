@@ -10,16 +10,19 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
 from langshaw.identity import describe_changes, meaning_digest, meaning_text
+from syncserver._mandates import MandateBook
 from syncserver._pgstore import PostgresStore
 from syncserver.batch import Batch
 from syncserver.config import POLICIES, AgentConfig, Config, MASConfig
 from syncserver.errors import Rejected, ServiceError
 from syncserver.ledger import Attempt, Ledger, Receipt
+from syncserver.mandate import Mandate
 from syncserver.sqlite import SQLiteStore
 from syncserver.store import MemoryStore, Store, StoreError, is_url
 
@@ -83,14 +86,17 @@ class SyncServer:
         mas: str = "default",
         tokens: Mapping[str, str] | None = None,
         acts_for: Mapping[str, Mapping[str, Any]] | None = None,
+        mandates: Mapping[str, Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> SyncServer:
         """A server for one MAS built in code: ``agents`` maps a name to its roles
         (``"Role"`` or ``"Protocol:Role"``); tokens default to the agent names;
-        ``acts_for`` maps a name to its pins (syncserver.acts_for)."""
+        ``acts_for`` maps a name to its pins (syncserver.acts_for), ``mandates``
+        to its mandate, as the configuration writes it (syncserver.mandate)."""
         from syncserver.config import build_config
 
         pins = acts_for or {}
+        bounds = mandates or {}
         data = {
             "mas": {
                 mas: {
@@ -100,6 +106,7 @@ class SyncServer:
                             "roles": list(roles),
                             "token": (tokens or {}).get(name, name),
                             **({"acts_for": pins[name]} if name in pins else {}),
+                            **({"mandate": bounds[name]} if name in bounds else {}),
                         }
                         for name, roles in agents.items()
                     },
@@ -127,6 +134,9 @@ class SyncServer:
                         batch_window_ms=self.batch_window_ms,
                         subscriber_backlog=self.subscriber_backlog,
                         fingerprints=self.fingerprints,
+                    )
+                    ledger.book = MandateBook(
+                        protocol, [a.name for a in system.agents.values() if a.mandate]
                     )
                     ledger.tail.limit = self.tail_bytes
                     ledger.pages.limit = self.tail_bytes
@@ -268,7 +278,29 @@ class SyncServer:
         violation = agent.acts_for.check(agent.name, parsed)
         if violation is not None:
             raise Rejected(violation)
-        return await ledger.attempt(Attempt(parsed, agent.name, roles, attempt_id))
+        mandate = agent.mandate or None
+        if mandate is not None:
+            await self._within(mandate, ledger, parsed)
+        return await ledger.attempt(Attempt(parsed, agent.name, roles, attempt_id, mandate))
+
+    @staticmethod
+    async def _within(mandate: Mandate, ledger: Ledger, instances: list[ActionInstance]) -> None:
+        """Refuse what a mandate bounds before the turn: values, and a ceiling
+        read from the enactment's values (bound before, so read outside the
+        turn); the counts are checked in the ledger's turn."""
+        violation = mandate.check_values(instances)
+        ceiling = mandate.ceiling
+        if violation is None and ceiling is not None:
+            paying = [i for i in instances if i.action.name in ceiling.on]
+            for root in {ledger.state.root_of(i.bindings) for i in paying}:
+                view = await ledger.view(root)
+                mine = [i for i in paying if view.root_of(i.bindings) == root]
+                violation = mandate.check_ceiling(mine, view)
+                if violation is not None:
+                    violation = replace(violation, index=instances.index(mine[violation.index]))
+                    break
+        if violation is not None:
+            raise Rejected(violation)
 
     @staticmethod
     def _instance(

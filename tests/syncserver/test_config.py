@@ -133,7 +133,7 @@ token = "t"
         "mas.toml:20: mas.third.agents.a.url: must be an http:// or https:// URL, not 'ftp://x'",
         "mas.toml:21: mas.third.agents.b.roles: missing: it is required",
         "mas.toml:22: mas.third.agents.b.role: unknown setting (did you mean 'roles'? known: "
-        "roles, token, token_env, url, acts_for)",
+        "roles, token, token_env, url, acts_for, mandate)",
     ]
 
 

@@ -306,6 +306,7 @@ async def test_reading_state(api) -> None:
         "agent": "platform",
         "roles": {"SimpleUCP": ["Platform"]},
         "acts_for": {},
+        "mandate": {},
         "protocols": ["SimpleUCP", "IncrementalUCP"],
         "policy": "instant",
     }

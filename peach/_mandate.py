@@ -1,0 +1,142 @@
+"""The agent's side of a mandate (syncserver.mandate): its counts, its human.
+
+The adapter checks each attempt against its agent's mandate before it leaves
+the agent, with the counts it can see: the agent's own actions in the
+adapter's view of the log, and its attempts still in flight (so that a burst of
+concurrent attempts cannot each see the count before the others land). Where a
+clause needs a human's approval, the adapter asks its approver and refuses
+without one. The SyncServer checks the same clauses again with its own counts
+(all but approval), so an agent that skips its adapter gains nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from langshaw import ActionInstance, SocialState, Violation
+from peach.errors import ActionRejected
+from syncserver.mandate import RULE, Mandate
+
+__all__ = ["Approver", "MandateRefused"]
+
+#: Asked before an attempt the mandate reserves for a human: ``approve(agent,
+#: instances)`` is True to let it go. The CLI's asks at the terminal.
+Approver = Callable[[str, Sequence[ActionInstance]], Awaitable[bool]]
+
+
+class MandateRefused(ActionRejected):
+    """An attempt refused by the agent's mandate before it left the agent
+    (rule ``mandate``; the message names the clause)."""
+
+
+class PeachAdapter(Protocol):
+    """What the guard reads of its adapter (peach.adapter imports this module)."""
+
+    name: str
+    approve: Approver | None
+
+    @property
+    def state(self) -> SocialState: ...
+
+    def enactments(self) -> list[tuple[Any, ...]]: ...
+
+    def history(self, root: tuple[Any, ...]) -> list[tuple[int, ActionInstance, str]]: ...
+
+
+class _Counts:
+    """:class:`syncserver.mandate.Counts` as one adapter sees them."""
+
+    def __init__(self, adapter: PeachAdapter, flying: list[Sequence[ActionInstance]]) -> None:
+        self.adapter = adapter
+        self.flying = flying
+
+    def root(self, instance: ActionInstance) -> tuple[Any, ...]:
+        return self.adapter.state.root_of(instance.bindings)
+
+    def exists(self, root: tuple[Any, ...]) -> bool:
+        return self.adapter.state.enactment(root) is not None or any(
+            self.root(i) == root for items in self.flying for i in items
+        )
+
+    def performed(self, action: str, root: tuple[Any, ...] | None) -> int:
+        adapter, me = self.adapter, self.adapter.name
+        roots = adapter.enactments() if root is None else [root]
+        done = sum(
+            1
+            for r in roots
+            for _, instance, who in adapter.history(r)
+            if who == me and instance.action.name == action
+        )
+        return done + sum(
+            1
+            for items in self.flying
+            for i in items
+            if i.action.name == action and (root is None or self.root(i) == root)
+        )
+
+    def started(self) -> int:
+        adapter, me = self.adapter, self.adapter.name
+        started = sum(
+            1 for r in adapter.enactments() if (h := adapter.history(r)) and h[0][2] == me
+        )
+        fresh = {
+            self.root(i)
+            for items in self.flying
+            for i in items
+            if self.adapter.state.enactment(self.root(i)) is None
+        }
+        return started + len(fresh)
+
+
+class MandateGuard:
+    """One adapter's mandate: checked, and approved, around each attempt."""
+
+    def __init__(self, adapter: PeachAdapter, mandate: Mandate) -> None:
+        self.adapter = adapter
+        self.mandate = mandate
+        self._flying: list[Sequence[ActionInstance]] = []
+        self.counts = _Counts(adapter, self._flying)
+
+    @contextlib.asynccontextmanager
+    async def admit(self, items: Sequence[ActionInstance]) -> AsyncIterator[None]:
+        """Raise MandateRefused, or hold ``items`` as in flight while the block
+        attempts them (the check and the hold happen with no await between)."""
+        adapter = self.adapter
+        violation = self.mandate.check(adapter.name, items, self.counts, adapter.state)
+        if violation is not None:
+            raise MandateRefused(violation, list(items))
+        self._flying.append(items)
+        try:
+            needed = self.mandate.needs_approval(items)
+            if needed:
+                await self._approved(items, needed)
+            yield
+        finally:
+            self._flying.remove(items)
+
+    async def _approved(self, items: Sequence[ActionInstance], needed: list[str]) -> None:
+        what = ", ".join(needed)
+        approve = self.adapter.approve  # read now: it may be set after the mandate
+        if approve is None:
+            reason = (
+                f"{what} needs a human's approval and no one is asked here "
+                "(give the adapter an approver; strabo agent asks at the terminal, "
+                "or --yes grants it)"
+            )
+        else:
+            try:
+                if await approve(self.adapter.name, list(items)):
+                    return
+                reason = f"{what} was not approved by the principal"
+            except Exception as exc:  # an approver that fails approves nothing
+                reason = f"{what} could not be approved: {type(exc).__name__}: {exc}"
+        raise MandateRefused(
+            Violation(
+                RULE,
+                f"mandate approval = {sorted(self.mandate.approval)}: {reason}",
+                action=needed[0],
+            ),
+            list(items),
+        )
