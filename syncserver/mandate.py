@@ -86,7 +86,7 @@ class _Values(Table):
     min: float | None = must("a number")
     max: float | None = must("a number")
     total: float | None = must("a number (the most the selected numbers may add up to)")
-    in_: list[Any] | None = must("a list of allowed values", alias="in")
+    allowed: list[Any] | None = must("a list of allowed values")  # written "in"
 
     @field_validator("min", "max", "total", mode="before")
     @classmethod
@@ -207,20 +207,22 @@ class Mandate:
                 owner = f"{action} has" if action else "no action of these protocols has"
                 problem(at, f"{owner} no attribute {attribute!r}")
                 continue
+            if isinstance(table, Mapping):  # "in" is a Python keyword: "allowed" inside
+                table = {("allowed" if k == "in" else k): v for k, v in table.items()}
             bound = checker.check(_Values, table, at)
             if bound is None:
                 continue
             path = _path(bound.path, (*at, "path"), problem)
             if bound.path is not None and path is None:
                 continue
-            given = (bound.min, bound.max, bound.total, bound.in_)
+            given = (bound.min, bound.max, bound.total, bound.allowed)
             if all(v is None for v in given):
                 problem(at, "bounds nothing: give min, max, total or in")
                 continue
             bounds.append(
                 _Bound(
                     target, action or None, attribute, path, bound.min, bound.max,
-                    bound.total, tuple(bound.in_) if bound.in_ is not None else None,
+                    bound.total, tuple(bound.allowed) if bound.allowed is not None else None,
                 )
             )
         ceiling = None
@@ -409,7 +411,10 @@ class _Checker:
             # "<source>: key.path: message" with an empty source
             text = line[2:] if line.startswith(": ") else line
             key, _, message = text.partition(": ")
-            self.problem(tuple(key.split(".")) if key else where, message)
+            path = tuple("in" if part == "allowed" else part for part in key.split("."))
+            if message.startswith("unknown setting"):  # the names as written
+                message = message.replace("allowed", "in")
+            self.problem(path if key else where, message)
         return None if inner else found
 
 

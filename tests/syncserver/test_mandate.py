@@ -16,10 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from langshaw import ActionInstance
 from syncserver import SyncServer
 from syncserver.config import ConfigError, build_config
 from syncserver.errors import Rejected
-from syncserver.mandate import MandateError, read_mandate
+from syncserver.mandate import Mandate, MandateError, read_mandate
 from tests.conftest import LINE_ITEMS, PAYMENT_DATA, SIMPLE_CREATE, load
 from tests.harness import Harness
 
@@ -243,3 +244,21 @@ def test_a_mandate_file_reads_as_toml_or_json(tmp_path: Path) -> None:
         read_mandate(tmp_path / "x.toml", [SIMPLE])
     with pytest.raises(MandateError, match="cannot read it"):
         read_mandate(tmp_path / "none.toml", [SIMPLE])
+
+
+def test_in_bounds_the_values_a_path_selects() -> None:
+    problems: list[str] = []
+    table = {"Create.line_items": {"path": "$[*].item.id", "in": ["roses"]}}
+    mandate = Mandate.parse({"values": table}, [SIMPLE], "m", lambda w, m: problems.append(m))
+    assert not problems
+    roses = SIMPLE.action("Create")
+    ok = ActionInstance(roses, create("c1")["bindings"])
+    tulips = create("c2")
+    tulips["bindings"]["line_items"][0]["item"] = {"id": "tulips", "title": "Tulips"}
+    assert mandate.check_values([ok]) is None
+    refused = mandate.check_values([ok, ActionInstance(roses, tulips["bindings"])])
+    assert refused is not None and refused.index == 1
+    assert "values.Create.line_items: 'tulips' is not among the allowed ['roses']" in str(refused)
+    Mandate.parse({"values": {"currency": {"inn": [1]}}}, [SIMPLE], "m",
+                  lambda w, m: problems.append(m))
+    assert problems == ["unknown setting (did you mean 'min'? known: path, min, max, total, in)"]
