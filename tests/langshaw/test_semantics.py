@@ -162,8 +162,8 @@ class TestSimpleUCP:
         assert completed == [("c1",)]
         assert state.is_complete(("c1",))
 
-    def test_complete_and_cancel_are_both_legal(self, state: SocialState) -> None:
-        """No nono or nogo relates them in SimpleUCP: the finalization policy decides."""
+    def test_complete_and_cancel_exclude_each_other(self, state: SocialState) -> None:
+        """nono Complete Cancel: of the two in one list, the second is refused."""
         self.create(state)
         self.created(state)
         both = [
@@ -178,7 +178,9 @@ class TestSimpleUCP:
             ),
             instance(state.protocol, "Cancel", cid="c1", Created=True, id="chk_1"),
         ]
-        assert state.attempt(both) is None
+        assert state.check(both).rule == "nono"  # type: ignore[union-attr]
+        assert state.check(both[::-1]).rule == "nono"  # type: ignore[union-attr]
+        assert state.attempt(both[:1]) is None and state.attempt(both[1:]) is not None
 
     def test_every_rule_has_a_violation(self, state: SocialState) -> None:
         p = state.protocol
@@ -478,7 +480,7 @@ class TestPurchase:
         assert state.attempt([ship]) is None
         assert state.check([prefer]).rule == "bound"  # type: ignore[union-attr]
 
-    def test_cancel_blocks_ship_but_not_the_reverse(self, state: SocialState) -> None:
+    def test_cancel_and_ship_exclude_each_other(self, state: SocialState) -> None:
         p = state.protocol
         state.apply(
             [
@@ -489,7 +491,7 @@ class TestPurchase:
         ship = instance(p, "Ship", ID="p1", Accept=True, item="pen", address="x", delivery_date="d")
         cancel = instance(p, "Cancel", ID="p1", Accept=True, reason="changed my mind")
         assert state.check([cancel, ship]).rule == "nogo"  # type: ignore[union-attr]
-        assert state.check([ship, cancel]) is None
+        assert state.check([ship, cancel]).rule == "nogo"  # type: ignore[union-attr]
 
 
 class TestNestedScopes:

@@ -30,7 +30,7 @@ SHIPPED = {
     "atomic-ucp.lsh": ("ok", "ok"),
     "incremental-ucp.lsh": ("ok", "ok"),
     "resilient-ucp.lsh": ("ok", "ok"),  # every ending by the Business, one per checkout
-    "purchase.lsh": ("ok", "unsafe"),  # nogo Cancel -/> Ship; delivery_date bound twice
+    "purchase.lsh": ("ok", "unsafe"),  # Cancel and Ship race; delivery_date bound twice
     "logistics.lsh": ("ok", "ok"),
     "contract-net.lsh": ("ok", "unsafe"),  # nogo Cancel -/> Confirmed
     "flexible-purchase.lsh": ("ok", "ok"),
@@ -60,12 +60,16 @@ def test_on_a_shared_state_purchase_is_safe_but_not_decentralized() -> None:
     kinds = {(c.rule, c.actions, c.attribute) for c in report.conflicts}
     assert kinds == {
         ("nogo", ("Cancel", "Ship"), None),
+        ("nogo", ("Ship", "Cancel"), None),
         ("bound", ("Ship",), "delivery_date"),
         ("bound", ("PreferDate",), "delivery_date"),
     }
-    nogo = next(c for c in report.conflicts if c.rule == "nogo")
+    nogo = next(c for c in report.conflicts if c.actions == ("Cancel", "Ship"))
     assert [s.action for s in nogo.trace] == ["RFQ", "Quote", "Accept", "Cancel", "Ship"]
     assert nogo.trace[-1].received == (1, 3)  # the Seller had RFQ and Accept, not Cancel
+    late = next(c for c in report.conflicts if c.actions == ("Ship", "Cancel"))
+    assert [s.action for s in late.trace] == ["RFQ", "Quote", "Accept", "Ship", "Cancel"]
+    assert late.trace[-1].received == (2,)  # the Buyer had the Quote, not Ship
 
 
 # Faulty samples ------------------------------------------------------------------

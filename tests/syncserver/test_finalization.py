@@ -11,7 +11,7 @@ from langshaw import ActionInstance
 from peach import ActionRejected, ExecutorError, FeasibleAction, PeachAdapter
 from syncserver import SQLiteStore, SyncServer
 from syncserver.store import MemoryStore
-from tests.conftest import ORDER, PAYMENT_DATA, SIMPLE_CREATE, SIMPLE_CREATED, load
+from tests.conftest import ORDER, PAYMENT_DATA, SIMPLE_CREATE, SIMPLE_CREATED, load, paper
 from tests.harness import Harness, until
 
 SIMPLE = load("atomic-ucp.lsh")
@@ -138,21 +138,25 @@ async def test_purchase_with_coded_agents_over_http() -> None:
 
 
 async def complete_and_cancel(policy: str) -> list[list[str]]:
-    """Platform sends Complete and Cancel at once; returns the batches, as action names."""
+    """Platform sends Complete and Cancel at once; returns the batches, as action names.
+
+    On SimpleUCP as the paper prints it, where nothing relates the two: the
+    shipped one excludes them (nono Complete Cancel), and refuses the second."""
     async with Harness(
         "http",
-        [SIMPLE],
+        [paper("atomic-ucp.lsh")],
         {"platform": ["Platform"], "business": ["Business"]},
         policy=policy,
         batch_window_ms=50,
     ) as h:
         platform, business = h.adapter("platform", "Platform"), h.adapter("business", "Business")
         async with platform, business:
-            [create] = await platform.attempt([platform.initiating()[0].bind(**CREATE)])
+            # The listing is untyped: what is not given is null.
+            [create] = await platform.attempt([platform.initiating()[0].bind(
+                **CREATE, buyer=None, discount_codes=None, fulfillment_pref=None)])
             await business.sync()
-            await business.attempt(
-                [business.build_action("Created", {**create.keys, "id": "c", **CREATED})]
-            )
+            await business.attempt([business.build_action("Created", {
+                **create.keys, "id": "c", **CREATED, "discounts": None, "fulfillment": None})])
             await platform.sync()
             complete, cancel = sorted(
                 platform.enabled(create.keys), key=lambda f: f.name != "Complete"

@@ -2,8 +2,8 @@
 
 The promise of ``strabo.ucp.resilient_proxy``: error answers of any status and
 body, malformed JSON, answers that do not fit the protocol's types, no answer,
-a slow answer, a session that changes under the proxy, a Cancel crossing a
-Complete: the Platform is always told one ending (Completed, Declined,
+a slow answer, a session that changes under the proxy, a Cancel after a
+Complete (which the protocol refuses): the Platform is always told one ending (Completed, Declined,
 Escalated, Revoked, Cancelled, Failed), in bounded time, and no exception
 escapes a handler. The one exception, documented: a Cancel the merchant
 refuses for a session still open goes to ``on_error``.
@@ -29,7 +29,7 @@ import pytest
 from starlette.applications import Starlette
 
 from langshaw import ActionInstance
-from peach import LocalExecutor
+from peach import ActionRejected, LocalExecutor
 from strabo import serve
 from strabo.merchant import create_app, merchant_of
 from strabo.merchant.merchant import Merchant
@@ -560,7 +560,7 @@ async def test_an_update_whose_session_cannot_be_read_is_rejected(
     assert not escaped(caplog)
 
 
-# Cancel, and Cancel crossing Complete ----------------------------------------------------
+# Cancel, and Cancel after Complete ------------------------------------------------------
 
 
 def no(latest: ActionInstance) -> Awaitable[bool]:
@@ -597,17 +597,24 @@ async def test_a_cancel_refused_for_an_open_session_goes_to_on_error(
     assert not escaped(caplog)
 
 
-def cross(first: str) -> Callable[[ResilientPlatform, BusinessProxy], None]:
-    """A Platform that completes and cancels at once (the protocol allows a
-    Cancel after a Complete); the merchant handles ``first`` before the other,
-    whatever order the requests come in."""
+def both_ways(
+    first: str, refused: list[tuple[str, str]]
+) -> Callable[[ResilientPlatform, BusinessProxy], None]:
+    """A Platform that tries to complete and cancel, ``first`` first. ResilientUCP
+    refuses the second (``nono Complete Cancel``: UCP refuses to cancel a
+    completed checkout); what it refused, with the rule, goes to ``refused``."""
 
     def setup(agent: ResilientPlatform, proxy: BusinessProxy) -> None:
         async def both(latest: ActionInstance) -> None:
             cid = {"cid": latest["cid"]}
-            await agent.attempt([agent.build_action("Complete", {
-                **cid, "payment_data": agent.payment_data, "risk_signals": {"ip": "127.0.0.1"}})])
-            await agent.attempt([agent.build_action("Cancel", cid)])
+            complete = agent.build_action("Complete", {
+                **cid, "payment_data": agent.payment_data, "risk_signals": {"ip": "127.0.0.1"}})
+            cancel = agent.build_action("Cancel", cid)
+            for action in (complete, cancel) if first == "complete" else (cancel, complete):
+                try:
+                    await agent.attempt([action])
+                except ActionRejected as rejected:
+                    refused.append((action.name, rejected.rule))
 
         agent._complete = both  # type: ignore[method-assign]
 
@@ -615,35 +622,30 @@ def cross(first: str) -> Callable[[ResilientPlatform, BusinessProxy], None]:
 
 
 @pytest.mark.parametrize("first", ["complete", "cancel"])
-async def test_cancel_crossing_complete_ends_once_and_agrees_with_the_merchant(
+async def test_a_cancel_after_a_complete_is_refused_and_never_reaches_the_merchant(
     first: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """And the reverse: the Platform's first choice is the checkout's ending."""
+
+    async def through(faults: Faults, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await reply(send, *await faults.forward(scope, receive))
+
     async with merchant() as (faults, url):
-        went = asyncio.Event()
-        later = "cancel" if first == "complete" else "complete"
-
-        def gate(name: str) -> Fault:
-            async def fault(faults: Faults, scope: dict[str, Any], receive: Any,
-                            send: Any) -> None:
-                if name == later:
-                    await asyncio.wait_for(went.wait(), WAIT)
-                status, body = await faults.forward(scope, receive)
-                if name == first:
-                    went.set()
-                await reply(send, status, body)
-
-            return fault
-
-        faults.on("POST", COMPLETE, gate("complete"))
-        faults.on("POST", CANCEL, gate("cancel"))
-        run = await checkout(url, setup=cross(first))
+        completes = faults.on("POST", COMPLETE, through)
+        cancels = faults.on("POST", CANCEL, through)
+        refused: list[tuple[str, str]] = []
+        run = await checkout(url, setup=both_ways(first, refused))
         ending = told_once(run)
         orders = faults.merchant.orders()
         if first == "complete":
+            assert refused == [("Cancel", "nono")]
             assert ending == "Completed" and len(orders) == 1
+            assert (completes[0], cancels[0]) == (1, 0)
         else:
+            assert refused == [("Complete", "nono")]
             assert ending in ("Cancelled", "Revoked") and orders == []
             assert faults.merchant.checkouts()[-1].status == "canceled"
+            assert (completes[0], cancels[0]) == (0, 1)
     assert not escaped(caplog)
 
 
