@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._ap2 import Ap2Settings
     from ._app import create_app, merchant_of
     from ._csvdata import load_data_dir
     from ._errors import UcpError
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .wire import UCP_VERSION
 
 _EXPORTS = {
+    "Ap2Settings": "._ap2",
     "create_app": "._app",
     "merchant_of": "._app",
     "load_data_dir": "._csvdata",
@@ -52,6 +54,7 @@ __all__ = [
     "MOCK_HANDLER",
     "SUCCESS_TOKEN",
     "UCP_VERSION",
+    "Ap2Settings",
     "Catalog",
     "CatalogError",
     "Merchant",

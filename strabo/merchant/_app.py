@@ -6,6 +6,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
+from ._ap2 import Ap2, Ap2Settings
 from ._csvdata import load_data_dir
 from ._errors import EXCEPTION_HANDLERS
 from ._routes import Endpoints
@@ -24,6 +25,7 @@ def create_app(
     simulation_secret: str | None = None,
     profile_timeout: float = 3.0,
     ucp_version: str = UCP_VERSION,
+    ap2: Ap2Settings | bool = False,
 ) -> Starlette:
     """A Starlette app serving one new merchant with its own in-memory state.
 
@@ -38,6 +40,8 @@ def create_app(
     ``ucp_version`` is the UCP version served: 2026-01-11 (the merchant's own) or
     2026-04-08, which answers each platform in the version its profile declares
     (both are accepted; see ``_versioning`` and docs/merchant.md).
+    ``ap2`` turns on the AP2 mandates extension (``_ap2``): True with a fresh
+    signing key, or :class:`Ap2Settings`; off, ``ap2`` is accepted and ignored.
 
     Raises :class:`CatalogError` for a catalog file or data directory that cannot be
     used, and ValueError when given both or an unknown ``ucp_version``.
@@ -51,11 +55,14 @@ def create_app(
     else:
         shop = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     merchant = Merchant(shop, simulation_secret=simulation_secret)
+    profiles = AgentProfiles(timeout=profile_timeout)
+    settings = Ap2Settings() if ap2 is True else ap2 or None
     endpoints = Endpoints(
         merchant,
         base_url=base_url,
-        profiles=AgentProfiles(timeout=profile_timeout),
+        profiles=profiles,
         ucp_version=ucp_version,
+        ap2=Ap2(settings, profiles) if settings is not None else None,
     )
     app = Starlette(routes=endpoints.routes(), exception_handlers=EXCEPTION_HANDLERS)
     app.state.merchant = merchant

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from strabo.ucpwire.ap2 import CAPABILITY, VP_FORMATS
+
 from . import _handlers
 from .catalog import Catalog
 from .wire import (
@@ -41,9 +43,16 @@ def _capability(name: str, *, extends: str | None = None) -> Capability:
     )
 
 
-def profile(base: str, *, catalog: Catalog, shop_id: str) -> dict[str, Any]:
-    """The profile of a merchant served at ``base``, as sent on the wire."""
+def profile(base: str, *, catalog: Catalog, shop_id: str,
+            ap2_key: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The profile of a merchant served at ``base``, as sent on the wire.
+    ``ap2_key`` (a public JWK) adds the AP2 mandates extension and lists the key
+    in ``signing_keys`` (``_ap2``)."""
     checkout = "dev.ucp.shopping.checkout"
+    ap2 = [] if ap2_key is None else [Capability(
+        name=CAPABILITY, spec=f"{_UCP}/specification/ap2-mandates",
+        schema_uri=f"{_UCP}/schemas/shopping/ap2_mandate.json", extends=checkout,
+        config={"vp_formats_supported": VP_FORMATS})]
     document = DiscoveryProfile(
         ucp=DiscoveryEnvelope(
             version=UCP_VERSION,
@@ -60,6 +69,7 @@ def profile(base: str, *, catalog: Catalog, shop_id: str) -> dict[str, Any]:
                 _capability("checkout"),
                 _capability("order"),
                 *(_capability(name, extends=checkout) for name in _EXTENSIONS),
+                *ap2,
             ],
         ),
         payment=DiscoveryPayment(
@@ -73,5 +83,6 @@ def profile(base: str, *, catalog: Catalog, shop_id: str) -> dict[str, Any]:
                 for info in _handlers.HANDLERS
             ]
         ),
+        signing_keys=[ap2_key] if ap2_key is not None else None,
     )
     return document.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import _handlers, _testing
+from ._ap2 import Ap2
 from ._errors import RequestInvalid
 from ._idempotency import Reply
 from ._intake import AgentHeaders, check_headers, parse_body
@@ -52,16 +53,24 @@ class Endpoints:
     """The merchant's HTTP endpoints, bound to one merchant and its settings."""
 
     def __init__(self, merchant: Merchant, *, base_url: str | None, profiles: AgentProfiles,
-                 ucp_version: str = UCP_VERSION):
+                 ucp_version: str = UCP_VERSION, ap2: Ap2 | None = None):
         self.merchant = merchant
         self.base_url = base_url.rstrip("/") if base_url else None
         self.profiles = profiles
+        self.ap2 = ap2
         self.versions = Versioning(merchant, serving=ucp_version, profiles=profiles,
-                                   base=self.base)
+                                   base=self.base,
+                                   ap2_key=ap2.public_jwk() if ap2 is not None else None)
 
     def routes(self) -> list[Route]:
-        """The routes, one per path; other methods on a path get a JSON 405."""
-        wrap = self.versions.wrap
+        """The routes, one per path; other methods on a path get a JSON 405.
+        Checkout answers are signed (AP2) after their translation, on the wire shape."""
+        ap2 = self.ap2
+
+        def wrap(kind: str, endpoint: Any) -> Any:
+            versioned = self.versions.wrap(kind, endpoint)
+            return ap2.wrap(versioned) if ap2 is not None and kind == "checkout" else versioned
+
         old_profile = [Route(OLD_PROFILE_PATH, self.old_discovery, methods=["GET"])]
         return [
             Route("/.well-known/ucp", self.discovery, methods=["GET"]),
@@ -160,12 +169,15 @@ class Endpoints:
         parsed = parse_body(CheckoutCompleteRequest, body, errors, embedded=True)
         _raise_if(errors)
         assert parsed is not None and headers.idempotency_key is not None
+        verify = (await self.ap2.verifier(request, audience=self.base(request))
+                  if self.ap2 is not None else None)
         reply, notification = self.merchant.complete_checkout(
             request.path_params["id"],
             parsed,
             key=headers.idempotency_key,
             body=body,
             base_url=self.base(request),
+            check=(lambda session: verify(parsed.ap2, session)) if verify is not None else None,
         )
         await self._notify(notification)
         return _answer(reply)

@@ -54,13 +54,14 @@ class Versioning:
     """The protocol version of each request to a merchant serving ``serving``."""
 
     def __init__(self, merchant: Merchant, *, serving: str, profiles: AgentProfiles,
-                 base: Callable[[Request], str]) -> None:
+                 base: Callable[[Request], str], ap2_key: dict[str, Any] | None = None) -> None:
         if serving not in SERVED:
             raise ValueError(f"ucp_version must be one of {', '.join(SERVED)}, not {serving!r}")
         self.merchant = merchant
         self.serving = serving
         self.profiles = profiles
         self.base = base
+        self.ap2_key = ap2_key  # the public JWK the profile lists, when AP2 is on
 
     @property
     def translating(self) -> bool:
@@ -85,7 +86,7 @@ class Versioning:
 
     def _old_profile(self, request: Request) -> dict[str, Any]:
         return _discovery.profile(self.base(request), catalog=self.merchant.catalog,
-                                  shop_id=self.merchant.shop_id)
+                                  shop_id=self.merchant.shop_id, ap2_key=self.ap2_key)
 
     # --------------------------------------------------------------- per request
 

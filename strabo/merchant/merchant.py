@@ -182,16 +182,20 @@ class Merchant:
         key: str,
         body: Any,
         base_url: str,
+        check: Callable[[Checkout], None] | None = None,
     ) -> tuple[Reply, Notification | None]:
         """Pay and place the order (200).
 
-        Checks, in order: the session exists and is open, the payment instrument
-        pays, the cart is not empty, shipping destination and option are chosen,
-        stock is still there.
+        Checks, in order: the session exists and is open, ``check(session)``
+        passes (the AP2 mandate, when negotiated: it raises a UcpError), the
+        payment instrument pays, the cart is not empty, shipping destination and
+        option are chosen, stock is still there.
         """
 
         def complete() -> _Done:
             current = self._open_session(checkout_id, "complete")
+            if check is not None:
+                check(current)
             rig = self._rigs.pop(checkout_id, None)
             if rig is not None:
                 return _Done(self._rigged(current, rig))

@@ -20,6 +20,7 @@ import logging
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor
+from strabo.ucp.ap2 import Ap2Signer
 from strabo.ucp.checkout import (
     MAPPING,
     RETRY,
@@ -36,7 +37,7 @@ PROTOCOL = bundled_protocol("atomic-ucp")
 
 def business_proxy(
     executor: Executor, merchant_url: str, name: str = "business",
-    *, ucp_version: str | None = None
+    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None
 ) -> BusinessProxy:
     """The SimpleUCP Business for the merchant at ``merchant_url``, speaking
     ``ucp_version`` (None: the newest its profile offers, see BusinessProxy)."""
@@ -44,7 +45,7 @@ def business_proxy(
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["cid"],
-        header_hook=ucp_header_hook, exclude=["Create"], ucp_version=ucp_version,
+        header_hook=ucp_header_hook, exclude=["Create"], ucp_version=ucp_version, ap2=ap2,
         **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
     proxy.route("Update->>Updated", "PUT-/checkout-sessions/{id}", request=MAPPING)

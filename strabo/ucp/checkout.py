@@ -21,7 +21,7 @@ from typing import Any
 
 from peach import ActionInstance
 from strabo.proxy import ProxyAdapter, ProxyError, ProxyRequest, ProxyRequestError, Route
-from strabo.ucp.negotiation import VersionedProxy
+from strabo.ucp.ap2 import PresentsMandates
 
 log = logging.getLogger("strabo.ucp")
 # The Platform's preferences as the merchant's checkout fields.
@@ -130,14 +130,18 @@ class Escalation:
     attempts: int
 
 
-class BusinessProxy(VersionedProxy):
+class BusinessProxy(PresentsMandates):
     """A ProxyAdapter for UCP merchants, in the version they speak
     (:class:`strabo.ucp.negotiation.VersionedProxy`).
 
     Its ``on_error`` handler records each failure that became no protocol action
     in ``escalations`` and sets ``escalated``, so that the application running
     the proxy can await it and act (alert, refund, retry later): the log line
-    alone reaches nobody."""
+    alone reaches nobody.
+
+    ``ap2``, an :class:`strabo.ucp.ap2.Ap2Signer`, presents its principal's AP2
+    checkout mandate on each Complete to a merchant that advertises the
+    extension (strabo.ucp.ap2.PresentsMandates)."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)

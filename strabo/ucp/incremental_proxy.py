@@ -22,6 +22,7 @@ from typing import Any
 from langshaw import LangshawProtocol
 from peach import ActionInstance, BindError, Executor
 from strabo.proxy import ProxyAnswerError, ProxyError
+from strabo.ucp.ap2 import Ap2Signer
 from strabo.ucp.checkout import (
     MAPPING,
     RETRY,
@@ -69,13 +70,13 @@ def escalation(error: ProxyError, trigger: ActionInstance) -> dict[str, Any]:
 
 def incremental_proxy(
     executor: Executor, merchant_url: str, name: str = "business",
-    *, ucp_version: str | None = None
+    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None
 ) -> BusinessProxy:
     protocol = LangshawProtocol.load(PROTOCOL)
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["eid", "v"], header_hook=ucp_header_hook,
-        ucp_version=ucp_version, **RETRY)
+        ucp_version=ucp_version, ap2=ap2, **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions",
                 response={"payment_config": "$.payment"})
     proxy.route("Get", "GET-/checkout-sessions/{id}")

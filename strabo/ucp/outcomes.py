@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from strabo.proxy import ProxyError, ProxyHTTPError, ProxyRequestError, ProxyUnreachable
+from strabo.ucp.ap2 import MandateRefused
+from strabo.ucpwire.ap2 import ERROR_CODES as AP2_CODES
 
 __all__ = [
     "PAYMENT_CODES",
@@ -61,6 +63,10 @@ def _classify(error: ProxyError, status: Any, code: Any) -> tuple[str, str]:
     only the buyer, with the merchant, can review it."""
     if isinstance(error, ProxyUnreachable):
         return "unreachable", "requires_buyer_review"
+    if isinstance(error, MandateRefused):  # AP2: refused here, before sending
+        return str(error.code), error.severity
+    if code in AP2_CODES:  # AP2: the merchant refused the mandate; a new one may do
+        return str(code), "recoverable"
     if isinstance(error, ProxyRequestError):
         return "invalid", "recoverable"
     if code in PAYMENT_CODES or status == 402:

@@ -34,6 +34,7 @@ from langshaw import LangshawProtocol
 from peach import ActionInstance, ActionRejected, BindError, Executor
 from strabo.proxy import ProxyError
 from strabo.ucp import outcomes
+from strabo.ucp.ap2 import Ap2Signer
 from strabo.ucp.checkout import (
     MAPPING,
     RETRY,
@@ -56,13 +57,14 @@ __all__ = ["PROTOCOL", "RETRY", "resilient_proxy"]
 
 def resilient_proxy(
     executor: Executor, merchant_url: str, name: str = "business",
-    *, ucp_version: str | None = None
+    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None
 ) -> BusinessProxy:
     protocol = LangshawProtocol.load(PROTOCOL)
     proxy = BusinessProxy(
         name, protocol, "Business", executor, base_url=merchant_url,
         internal=["cid", "v"], header_hook=ucp_header_hook,
-        exclude=["Create", "Update", "Complete", "Cancel"], ucp_version=ucp_version, **RETRY)
+        exclude=["Create", "Update", "Complete", "Cancel"], ucp_version=ucp_version, ap2=ap2,
+        **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
     proxy.route("Put", "PUT-/checkout-sessions/{id}", request=MAPPING)
     proxy.route("Get", "GET-/checkout-sessions/{id}")
