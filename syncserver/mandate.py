@@ -411,10 +411,15 @@ class _Checker:
             # "<source>: key.path: message" with an empty source
             text = line[2:] if line.startswith(": ") else line
             key, _, message = text.partition(": ")
-            path = tuple("in" if part == "allowed" else part for part in key.split("."))
+            # A table is flat: the key is ``where`` (whose parts may hold dots,
+            # as "Create.line_items") and one field name after it.
+            prefix = ".".join(where)
+            field_name = key[len(prefix) + 1 :] if key.startswith(prefix + ".") else ""
+            field_name = "in" if field_name == "allowed" else field_name
+            path = (*where, field_name) if field_name else tuple(where)
             if message.startswith("unknown setting"):  # the names as written
                 message = message.replace("allowed", "in")
-            self.problem(path if key else where, message)
+            self.problem(path, message)
         return None if inner else found
 
 

@@ -73,6 +73,7 @@ class _Acting:
         stopping = False
         for use in uses:
             name, arguments = use.name, dict(use.arguments)
+            self.redactor.written(arguments)  # the model's values are no secrets
             called: dict[str, Any] = {"tool": name, "input": self.redactor.bindings(arguments)}
             record.tool_calls.append({**called, **({"error": use.error} if use.error else {})})
             error = False
@@ -208,7 +209,7 @@ class _Acting:
         try:
             [done] = await adapter.attempt([instance])
         except ActionRejected as exc:
-            self.report.rejections += 1
+            self.report.rejected(exc.rule, self.redactor.text(f"{action}: {exc.message}"))
             note = await self._after(action, instance, f"{exc.rule}: {exc.message}")
             return f"{action} was refused ({exc.rule}): {exc.message}{note}", False
         except ExecutorError as exc:

@@ -8,9 +8,7 @@ scrubbed for every provider.
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.parse
 from dataclasses import replace
 from typing import Any
 
@@ -36,26 +34,10 @@ class _InvalidCall(Exception):
 
 
 def hide(redactor: Any, value: Any) -> None:
-    """Make ``value`` a secret of ``redactor``, with the forms a server may echo
-    it in besides its own: URL-encoded (in a request URL quoted by an error) and
-    JSON-escaped (in a body quoted as text)."""
+    """Make ``value`` a secret of ``redactor``: the agent's own code supplied it
+    (a hook). The redactor scrubs it in the forms a server may echo it in too
+    (URL-encoded, JSON-escaped, base64: :func:`peach.llm._redact.forms`)."""
     redactor.add_value(value)
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple):
-            pending.extend(item)
-        elif isinstance(item, str) and len(item) >= 4:
-            forms = {
-                urllib.parse.quote(item, safe=""),
-                urllib.parse.quote_plus(item),
-                json.dumps(item)[1:-1],
-                json.dumps(item, ensure_ascii=False)[1:-1],
-            }
-            for form in sorted(forms - {item}):
-                redactor.add_value(form)
 
 
 def _scrub_message(message: Message, redactor: Any) -> Message:

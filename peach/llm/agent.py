@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from peach._mandate import Approver
 from peach.adapter import PeachAdapter
 from peach.llm._acting import _Acting
 from peach.llm._base_url import check_base_url
@@ -46,6 +47,7 @@ from peach.llm.prompting import (
 )
 from peach.llm.report import AgentReport, DecisionRecord, LLMError
 from peach.llm.tools import Budget, Hooks, Tool
+from syncserver.mandate import Mandate, read_mandate
 
 log = logging.getLogger("strabo.llm")
 
@@ -66,6 +68,10 @@ class LLMAgent(_Offering, _Acting):
     ``hooks`` a :class:`Hooks`; ``fallback`` a coroutine ``fallback(agent, reason)``
     used when the model cannot be (it may call :meth:`perform`); ``budget`` bounds
     the run. ``secrets`` names attributes whose values the model never sees.
+    ``mandate`` (a :class:`~peach.Mandate`, its table, or a file) is what the
+    principal allows beyond the protocols (how often, how much, how many
+    enactments), enforced by every adapter; ``approve(agent, instances)`` is
+    asked before an action the mandate reserves for a human.
     """
 
     def __init__(
@@ -81,6 +87,8 @@ class LLMAgent(_Offering, _Acting):
         *,
         name: str | None = None,
         secrets: Iterable[str] = (),
+        mandate: Mandate | Mapping[str, Any] | str | Path | None = None,
+        approve: Approver | None = None,
         provider: str | None = None,
         base_url: str | None = None,
         api_retries: int = 2,
@@ -92,6 +100,7 @@ class LLMAgent(_Offering, _Acting):
         timeout: float = 60.0,
         transcript: str | Path | None = None,
         prompt_limit: int = 12_000,
+        success: str | Iterable[str] | None = None,
     ) -> None:
         self.adapters = list(adapters)
         if not self.adapters:
@@ -146,6 +155,12 @@ class LLMAgent(_Offering, _Acting):
         if unknown:
             raise ValueError(f"hooks name actions no protocol of this agent has: {sorted(unknown)}")
         self.fallback = fallback
+        self.mandate = _mandate_of(mandate, self.adapters)
+        for adapter in self.adapters:  # enforced by the adapters, not by the prompt
+            if self.mandate is not None:
+                adapter.mandate = self.mandate
+            if approve is not None:
+                adapter.approve = approve
         self.budget = budget or Budget()
         self.confirm_done = confirm_done
         self.max_retries = max_retries
@@ -186,6 +201,7 @@ class LLMAgent(_Offering, _Acting):
             {"system": self._system, "provider": self.provider, "model": self.model}
         ]
         self.report = AgentReport("running", "")
+        self.success = self.report.expect(success, self.adapters)  # the outcomes that count
 
     # Outside world ----------------------------------------------------------------
 
@@ -238,8 +254,14 @@ class LLMAgent(_Offering, _Acting):
             for adapter, listener in listeners:
                 if listener in adapter.listeners:
                     adapter.listeners.remove(listener)
+            for adapter in self.adapters if self.success else ():
+                if adapter.running:  # the log as it is now (a peer's last action, say)
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(adapter.sync(), 5.0)
             for adapter in started:
                 await adapter.stop()
+            # Judged on the log, not on what the model said (peach/llm/_outcomes.py).
+            self.report.judge(self.adapters, self._mine, self._label, self.redactor.bindings)
             self.report.seconds = time.monotonic() - self._started_at
             await asyncio.to_thread(self._write_transcript)
         log.info("%s: %s", self.name, self.report)
@@ -327,9 +349,9 @@ class LLMAgent(_Offering, _Acting):
         def on_batch(batch: Any, newly: list[tuple[Any, ...]]) -> None:
             own = all(entry.performer in self._names for entry in batch.entries)
             for entry in batch.entries:
-                for attribute, value in entry.instance.bindings.items():
-                    if attribute in self.redactor.attributes:
-                        self.redactor.add_value(value)
+                # The agent's own code's values of secret attributes are secrets; the
+                # model's and the counterparts' are not (peach.llm._redact).
+                self.redactor.bound(entry.instance.bindings, own=entry.performer in self._names)
                 root = tuple(entry.instance.bindings[k] for k in roots)
                 if entry.performer in self._names:
                     self._mine.add((index, root))
@@ -453,31 +475,53 @@ class LLMAgent(_Offering, _Acting):
         # Last line of defence: whatever was assembled, no secret leaves the process.
         messages = [_scrub_message(m, self.redactor) for m in messages]
         tools = [{**t, "description": self.redactor.text(t["description"])} for t in tools]
+        system = self.redactor.text(self._system)
+        # Stop before a call that could cross the token budget, not after it.
+        max_tokens = self._check_budget(Budget.estimate_tokens(system, messages, tools))
         entry["rounds"].append(
             {"prompt": _shown_message(messages[-1]), "tools": [t["name"] for t in tools]}
         )
         remaining = self.budget.max_seconds - (time.monotonic() - self._started_at)
-        turn = await self._model.complete(
-            self.redactor.text(self._system),
-            messages,
-            tools,
-            max_tokens=self.max_tokens,
-            request_timeout=max(min(self.timeout, remaining), 1.0),
-        )
+        with self.redactor.scrubbing_logs():  # the SDKs' DEBUG logs hold the requests
+            turn = await self._model.complete(
+                system,
+                messages,
+                tools,
+                max_tokens=max_tokens,
+                request_timeout=max(min(self.timeout, remaining), 1.0),
+            )
         self.report.llm_calls += 1
         self.report.input_tokens += turn.input_tokens
         self.report.output_tokens += turn.output_tokens
         entry["rounds"][-1]["response"] = _shown_turn(turn, self.redactor)
         return turn
 
-    def _check_budget(self) -> None:
+    def _check_budget(self, prompt: int | None = None) -> int:
+        """Stop the run if a budget is used up; with the ``prompt``'s estimated
+        size in tokens, also if the next call could cross the token budget (its
+        prompt and a full answer). Returns the answer's ``max_tokens``: less than
+        the agent's when only a shorter answer fits."""
         budget, report = self.budget, self.report
         if report.llm_calls + report.failed_calls >= budget.max_calls:
             raise _Stop("budget", f"LLM call budget of {budget.max_calls} used up")
-        if report.input_tokens + report.output_tokens >= budget.max_tokens:
+        used = report.input_tokens + report.output_tokens
+        if used >= budget.max_tokens:
             raise _Stop("budget", f"token budget of {budget.max_tokens} used up")
         if time.monotonic() - self._started_at >= budget.max_seconds:
             raise _Stop("budget", f"wall time budget of {budget.max_seconds:g} s used up")
+        if prompt is None:
+            return self.max_tokens
+        left = budget.max_tokens - used
+        answer = min(self.max_tokens, left - prompt)
+        least = min(self.max_tokens, Budget.MIN_ANSWER)
+        if answer < least:
+            raise _Stop(
+                "budget",
+                f"token budget of {budget.max_tokens}: the next call is estimated at "
+                f"{prompt + least} tokens ({prompt} of prompt, {least} of answer at least), "
+                f"more than the {left} left",
+            )
+        return answer
 
     # Transcript ---------------------------------------------------------------------------
 
@@ -496,3 +540,20 @@ class LLMAgent(_Offering, _Acting):
 
 __all__ = ["DEFAULT_MODEL", "LLMAgent"]
 
+
+def _mandate_of(
+    given: Mandate | Mapping[str, Any] | str | Path | None, adapters: Sequence[PeachAdapter]
+) -> Mandate | None:
+    """A mandate as given: checked against the agent's protocols, or None for none."""
+    if given is None or isinstance(given, Mandate):
+        return given or None
+    protocols = list({a.protocol.name: a.protocol for a in adapters}.values())
+    if isinstance(given, Mapping):
+        problems: list[str] = []
+        found = Mandate.parse(
+            given, protocols, "mandate", lambda at, m: problems.append(f"{'.'.join(at)}: {m}")
+        )
+        if problems:
+            raise ValueError("the mandate is wrong: " + "; ".join(problems))
+        return found or None
+    return read_mandate(given, protocols) or None

@@ -31,8 +31,15 @@ Where the social state lives:
 The agent decides when something calls for it (the start, an action newly
 enabled, an action it waits for, an --event) and stops when every enactment it
 is in is complete, when the model says the goal is reached, or when a budget
-(--max-calls, --max-seconds, --max-tokens) runs out. Exit status: 0 when the
-goal was reached, 1 when the run stopped otherwise, 2 for a usage error.
+(--max-calls, --max-seconds, --max-tokens) runs out.
+
+Whether the goal was reached is judged on the protocol's log, not on what the
+model says: --success ACTION names an action that counts as success (repeat for
+several; e.g. --success Completed). Exit status: 0 when the goal was reached
+(with --success: every enactment the agent took part in ended in one of those
+actions; without it: the run ended normally and the agent performed an action),
+1 otherwise (why, on stderr: a checkout that Failed, a purchase Rejected, a
+budget used up, no action at all), 2 for a usage error, 130 on Ctrl-C.
 
 The model, through one of two providers (--provider):
   anthropic (default)  Claude, through the Anthropic Messages API; the key comes
@@ -69,6 +76,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     goal.add_argument("--goal", metavar="TEXT", help="the agent's goal, in plain words")
     goal.add_argument("--goal-file", metavar="FILE", help="read the goal from a file")
     roles.add_argument(
+        "--success", action="append", metavar="ACTION", default=[],
+        help="an action of the agent's protocols whose occurrence in its enactments "
+        "means the goal is reached (e.g. Completed); repeatable. Judged on the log: "
+        "without it, the exit status says only whether the run ended normally and the "
+        "agent acted",
+    )
+    roles.add_argument(
         "--name", metavar="NAME",
         help="the agent's name (default: the first role, in lower case); with "
         "--syncserver, the agent the token authenticates",
@@ -76,6 +90,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     roles.add_argument(
         "--event", action="append", metavar="TEXT", default=[],
         help="an external event (a request from the user) pending at the start; repeatable",
+    )
+    roles.add_argument(
+        "--mandate", metavar="FILE",
+        help="what the principal allows beyond the protocols (TOML or JSON: how often "
+        "an action, how many enactments, bounds on values, a ceiling, actions needing "
+        "approval; docs/llm-agents.md, Mandates). Refusals are told to the model",
+    )
+    roles.add_argument(
+        "--yes", action="store_true",
+        help="grant every approval the mandate asks for (default: ask at the terminal; "
+        "without one, refuse)",
     )
     roles.add_argument(
         "--secret", action="append", metavar="ATTRIBUTE", default=[],
@@ -209,6 +234,7 @@ async def run_agent(
             "does not exist"
         )
     budget = Budget(args.max_calls, args.max_seconds, args.max_tokens)
+    mandate = _mandate(args.mandate, [p for p, _ in pairs])
 
     async with contextlib.AsyncExitStack() as stack:
         if args.embedded:
@@ -225,7 +251,8 @@ async def run_agent(
             agent = LLMAgent(
                 adapters, goal, client=client, model=model, budget=budget, provider=provider,
                 base_url=args.base_url, transcript=args.transcript, secrets=args.secret,
-                name=name,
+                name=name, success=args.success or None, mandate=mandate,
+                approve=_approver(args.yes, name, set(args.secret)),
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -281,6 +308,8 @@ async def run_agent(
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                     loop.remove_signal_handler(sig)
     print(f"strabo agent: {report}")
+    for rule, message in sorted(report.first_rejection.items()):
+        print(f"  refused ({rule}), first: {message}")
     for decision in report.decisions:
         calls = ", ".join(c["tool"] for c in decision.tool_calls) or "-"
         print(f"  #{decision.number} {decision.kind:<8} {calls}")
@@ -288,7 +317,11 @@ async def run_agent(
         print(f"  transcript: {args.transcript}")
     if signal.SIGINT in interrupted:
         return INTERRUPTED
-    return 0 if report.ok else 1
+    shortfall = report.shortfall
+    if shortfall is not None:  # one line: why the run is no success
+        print(f"strabo agent: {shortfall}", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def embedded_server(
@@ -474,3 +507,46 @@ def _protocol_file(name: str) -> Path | None:
     from syncserver.bundled import find
 
     return find(name)
+
+
+def _mandate(path: str | None, protocols: list[Any]) -> Any:
+    """--mandate FILE, read and checked against the agent's protocols."""
+    if path is None:
+        return None
+    from syncserver.mandate import MandateError, read_mandate
+
+    try:
+        return read_mandate(path, list({p.name: p for p in protocols}.values()))
+    except MandateError as exc:
+        raise UsageError("--mandate: " + "\n  ".join(exc.problems)) from None
+
+
+def _approver(
+    yes: bool, name: str, secrets: set[str]
+) -> Callable[[str, Any], Awaitable[bool]]:
+    """What asks the principal: --yes grants; a terminal asks; else no one can."""
+    import asyncio
+
+    async def approve(agent: str, instances: Any) -> bool:
+        what = "; ".join(f"{i.action.name} {_brief(i.bindings, secrets)}" for i in instances)
+        if yes:
+            print(f"strabo agent: {name}: approved by --yes: {what}", flush=True)
+            return True
+        if not sys.stdin.isatty():
+            print(f"strabo agent: {name}: {what} needs approval and no terminal can ask "
+                  "(give --yes to grant it)", file=sys.stderr, flush=True)
+            return False
+        question = f"strabo agent: {name} wants to perform {what}. Approve? [y/N] "
+        answer = await asyncio.to_thread(input, question)
+        return answer.strip().lower() in ("y", "yes")
+
+    return approve
+
+
+def _brief(bindings: Any, secrets: set[str], limit: int = 200) -> str:
+    text = ", ".join(
+        f"{k}={'[secret]' if k in secrets else repr(v)}"
+        for k, v in bindings.items()
+        if v is not True
+    )
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -6,22 +6,22 @@ prompt shows, per enactment, what happened and what the agent may do now, the
 pending external events, the agent's notes, and the outcome of earlier calls.
 Enabled actions are offered as tools whose input schema is exactly what the role
 must bind, so the model's choice arrives as structured tool use, never as text
-to parse. Secret values are replaced before anything is shown.
+to parse. Secret values are replaced before anything is shown
+(:mod:`peach.llm._redact`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langshaw import ActionInstance, LangshawProtocol, json_equal
+from langshaw import ActionInstance, LangshawProtocol
 from peach.adapter import PeachAdapter
 from peach.feasible import FeasibleAction
-
-SECRET = "[secret]"
+from peach.llm._redact import SECRET as SECRET
+from peach.llm._redact import Redactor as Redactor
 
 SEMANTICS = """\
 You act through interaction protocols written in Langshaw. How they work:
@@ -60,83 +60,6 @@ How to act:
 - Bind values that serve the goal; values are JSON (strings, numbers, objects,
   lists, true/false, null).
 """
-
-
-class Redactor:
-    """Replaces secrets in anything shown to the model or written to a log.
-
-    A secret is the value of a secret attribute (by name: ``payment_data``, say)
-    or a value a hook supplied. Besides whole values, the strings inside them
-    (a card token, the last digits) are scrubbed wherever they turn up as whole
-    words, so a secret echoed inside another value (a merchant's response, an
-    error message) stays hidden too.
-    """
-
-    MIN_SCRUBBED = 4  # shorter pieces ('US', '1') would hide half of everything
-
-    def __init__(self, attributes: Iterable[str] = ()) -> None:
-        self.attributes = set(attributes)
-        self.values: list[Any] = []
-        self.strings: set[str] = set()
-        self._pattern: re.Pattern[str] | None = None
-
-    def add_value(self, value: Any) -> None:
-        if value is None or isinstance(value, bool) or value in ("", 0):
-            return  # too common to hide without hiding everything
-        if not any(json_equal(value, known) for known in self.values):
-            self.values.append(value)
-        for leaf in _leaves(value):
-            if isinstance(leaf, bool) or not isinstance(leaf, str | int | float):
-                continue
-            text = str(leaf).strip()
-            if len(text) >= self.MIN_SCRUBBED and text not in self.strings:
-                self.strings.add(text)
-                self._pattern = None
-
-    def value(self, attribute: str, value: Any) -> Any:
-        if attribute in self.attributes:
-            self.add_value(value)
-            return SECRET
-        return self.scrub(value)
-
-    def bindings(self, bindings: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: self.value(k, v) for k, v in bindings.items()}
-
-    def scrub(self, value: Any) -> Any:
-        """``value`` with every secret in it replaced (structure kept)."""
-        if self.values and any(json_equal(value, s) for s in self.values):
-            return SECRET
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, Mapping):
-            return {k: self.scrub(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.scrub(v) for v in value]
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return SECRET if str(value) in self.strings else value
-        return value
-
-    def text(self, text: str) -> str:
-        if not self.strings:
-            return text
-        if self._pattern is None:
-            alternatives = "|".join(
-                re.escape(s) for s in sorted(self.strings, key=len, reverse=True)
-            )
-            # Whole words only: the secret '1234' hides '1234', not part of '912345'.
-            self._pattern = re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
-        return self._pattern.sub(SECRET, text)
-
-
-def _leaves(value: Any) -> Iterable[Any]:
-    if isinstance(value, Mapping):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
 
 
 def compact(value: Any, limit: int = 300) -> str:

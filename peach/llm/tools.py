@@ -8,11 +8,13 @@ model then never sees, and an ``after`` hook sees every outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 JSONSchema = dict[str, Any]
 # What both model APIs accept as a tool name (ASCII only: str.isalnum would let
@@ -133,8 +135,42 @@ class Hooks:
 
 @dataclass(frozen=True)
 class Budget:
-    """Limits on one run: LLM calls, wall time (seconds), tokens (in + out)."""
+    """Limits on one run: LLM calls, wall time (seconds), tokens (in + out).
+
+    The token budget is kept before each call, not after it: a call is made only
+    if its estimated prompt (:meth:`estimate_tokens`) and its answer fit in what
+    is left, the answer's ``max_tokens`` lowered if need be, never under
+    ``MIN_ANSWER`` (a tool call cut short is no call).
+    """
 
     max_calls: int = 50
     max_seconds: float = 600.0
     max_tokens: int = 500_000
+
+    # A token is about 4 characters of English or JSON; 3 errs on the safe side.
+    CHARS_PER_TOKEN: ClassVar[int] = 3
+    # What the API adds to a request with tools (Anthropic's tool-use preamble is
+    # 346 tokens with tool_choice "any"): counted in every estimate.
+    REQUEST_OVERHEAD: ClassVar[int] = 400
+    MIN_ANSWER: ClassVar[int] = 256
+
+    @classmethod
+    def estimate_tokens(cls, *parts: Any) -> int:
+        """A request's prompt size in tokens, estimated from its parts (text, the
+        messages, the tools) as JSON: one token per ``CHARS_PER_TOKEN`` ASCII
+        characters, one per other character (a CJK character, an emoji may be
+        one token or more), plus the ``REQUEST_OVERHEAD``."""
+        text = json.dumps(parts, ensure_ascii=False, default=_plain)
+        ascii_chars = len(text.encode("ascii", "ignore"))
+        return (
+            -(-ascii_chars // cls.CHARS_PER_TOKEN)
+            + (len(text) - ascii_chars)
+            + cls.REQUEST_OVERHEAD
+        )
+
+
+def _plain(value: Any) -> Any:
+    """A message or a tool call (dataclasses) as JSON can hold it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)

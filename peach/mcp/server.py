@@ -138,8 +138,8 @@ class RoleServer:
         ]
         self.events.last = self.events.horizon = max(seqs, default=0)
         for root in self.adapter.enactments():
-            for _, instance, _ in self.adapter.history(root):
-                self._learn(instance.bindings)
+            for _, instance, who in self.adapter.history(root):
+                self._learn(instance.bindings, who)
             if self.adapter.is_complete(root):
                 self._completed.add(root)
 
@@ -178,10 +178,10 @@ class RoleServer:
                 except Exception as exc:  # already gone: nothing to end
                     log.debug("%s: ending an MCP session: %s", self.name, exc)
 
-    def _learn(self, bindings: Mapping[str, Any]) -> None:
-        for attribute, value in bindings.items():
-            if attribute in self.redactor.attributes:
-                self.redactor.add_value(value)
+    def _learn(self, bindings: Mapping[str, Any], performer: str) -> None:
+        # Only the principal's values are secrets: what its hooks or code bound,
+        # not what the client wrote (Redactor.written) nor a counterpart bound.
+        self.redactor.bound(bindings, own=performer == self.adapter.name)
 
     def _on_batch(self, batch: Any, newly: list[tuple[Any, ...]]) -> None:
         try:
@@ -195,7 +195,7 @@ class RoleServer:
         events: list[dict[str, Any]] = []
         roots: dict[tuple[Any, ...], None] = {}
         for entry in batch.entries:
-            self._learn(entry.instance.bindings)
+            self._learn(entry.instance.bindings, entry.performer)
             events.append({
                 "kind": "action",
                 "action": entry.instance.name,
@@ -341,6 +341,7 @@ class RoleServer:
                 f"{action} does not take {', '.join(unknown)} (it takes "
                 f"{', '.join(sorted(allowed)) or 'nothing'})"
             )
+        self.redactor.written(arguments)
         try:
             bindings = await self.hooks.run_before(action, arguments)
         except Exception as exc:  # its message may hold what it was fetching: not shown

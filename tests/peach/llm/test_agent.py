@@ -87,11 +87,13 @@ async def test_call_budget_stops_the_run_with_a_report(model):
 
 async def test_token_budget(model):
     model.script("purchase")  # each recorded answer reports 1050 tokens
-    budget = Budget(max_tokens=2000)
+    budget = Budget(max_tokens=5000)
     outcome = await scenarios.purchase(client=model.client(), model="test-model", budget=budget)
     assert outcome.report.status == "budget"
-    assert outcome.report.reason == "token budget of 2000 used up"
+    # Stopped before a call that would cross it (test_budget.py has the rest).
+    assert outcome.report.reason.startswith("token budget of 5000: the next call is estimated at")
     assert outcome.report.llm_calls == 2
+    assert outcome.report.input_tokens + outcome.report.output_tokens <= 5000
 
 
 def blocking_tool(entered: asyncio.Event):
@@ -237,11 +239,11 @@ async def test_secret_attributes_are_redacted_by_name(model):
         client=model.client(), model="test-model", secrets=["address"]
     )
     assert outcome.success
-    # The address is first bound by the model in Accept (decision 2); from then on
-    # it is a secret everywhere, the system prompt (whose goal holds it) included.
-    after = model.raw[2:]
-    assert after and all(b"Raleigh" not in body for body in after)
-    assert b"[secret]" in after[0]
+    # The address is bound by the model in Accept (decision 2): a value the model
+    # wrote is no principal's secret (the goal, which holds it, stays readable),
+    # but where it is bound to the secret attribute it is shown as [secret].
+    assert b"[secret]" in model.raw[2]
+    assert all(b"Raleigh" in body for body in model.raw)
 
 
 async def test_values_set_by_hooks_are_secret_even_when_not_declared(model, caplog):

@@ -44,7 +44,8 @@ def test_help_explains_the_command():
     for text in ("--protocol FILE", "--role ROLE", "--goal", "--syncserver", "--embedded",
                  "--model", "--transcript", "ANTHROPIC_API_KEY", "docs/llm-agents.md",
                  "--provider {anthropic,openai}", "--base-url", "OPENAI_API_KEY",
-                 "http://127.0.0.1:11434/v1", "Ollama", "vLLM", "llama.cpp"):
+                 "http://127.0.0.1:11434/v1", "Ollama", "vLLM", "llama.cpp",
+                 "--success ACTION", "judged on the protocol's log"):
         assert text in result.stdout, text
     assert PROVIDERS == _cli.PROVIDER_CHOICES
 

@@ -21,6 +21,8 @@ from tests.peach.llm.fake import FakeModel
 EXAMPLES = {
     ("llm-agents.md", "agent = LLMAgent([buyer], goal, budget="):
         ("done: bought a pen from cheap for 4", "purchase"),
+    ("llm-agents.md", "mandate=MANDATE,"):
+        ("1 action; 127 refused by the mandate", None),
     ("mcp.md", 'role = RoleServer(buyer, hooks=hooks, secrets=["address"])'):
         ("'chosen': 'seller-pen', 'price': 4, 'address': '[secret]'}", None),
     ("mcp.md", 'async with MCPTools("weather", command, hooks=hooks) as weather:'):
