@@ -210,8 +210,9 @@ def _leaves(value: Any) -> Iterator[Any]:
         yield value
 
 
-class _Scrub(logging.Filter):
-    """Replaces a redactor's secrets in the records of a logger."""
+class LogScrubber(logging.Filter):
+    """Replaces a redactor's secrets in the records of a logger (the model
+    SDKs', the MCP SDK's)."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
@@ -252,7 +253,7 @@ def scrubbing_logs(redactor: Redactor, prefixes: Iterable[str] = SDK_LOGGERS) ->
         and name not in names
         and name.startswith(tuple(f"{n}." for n in names))
     ]
-    scrub = _Scrub(redactor)
+    scrub = LogScrubber(redactor)
     for logger in loggers:
         logger.addFilter(scrub)
     try:

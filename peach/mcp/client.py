@@ -33,6 +33,7 @@ from typing import Any
 from langshaw import json_equal
 from peach.llm._messages import hide
 from peach.llm._model import safe_url
+from peach.llm._redact import LogScrubber
 from peach.llm.prompting import Redactor, compact
 from peach.llm.tools import Hooks, Tool
 
@@ -123,7 +124,7 @@ class MCPTools:
         self._client: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._listed: dict[str, Any] = {}  # agent-side name -> the SDK's Tool
-        self._filter = _Scrub(self.redactor)
+        self._filter = LogScrubber(self.redactor)
         self._filtered: list[logging.Logger] = []
 
     # Connection -------------------------------------------------------------------------
@@ -423,29 +424,6 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = next(iter(str(exc).strip().splitlines()), "")[:300]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class _Scrub(logging.Filter):
-    """Replaces secrets in the records of a logger (the MCP SDK's)."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        super().__init__()
-        self.redactor = redactor
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.redactor.strings:
-            try:
-                message = record.getMessage()
-            except Exception:  # a record that cannot be formatted: the handler says so
-                return True
-            scrubbed = self.redactor.text(message)
-            if scrubbed != message:
-                record.msg, record.args = scrubbed, None
-            if record.exc_info and not record.exc_text:
-                record.exc_text = logging.Formatter().formatException(record.exc_info)
-            if record.exc_text:
-                record.exc_text = self.redactor.text(record.exc_text)
-        return True
 
 
 __all__ = ["MCPResult", "MCPToolError", "MCPTools"]
