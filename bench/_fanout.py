@@ -10,12 +10,15 @@ median latency with each S, and the server's CPU time per event per extra
 subscriber (``/proc/PID/stat``: user + system).
 
 Goals: at most 5 us of server CPU per subscriber per event; with 128
-subscribers, at least 50% of the throughput with one.
+subscribers, at least 50% of the throughput with one. Printed beside them, the
+floor: what one ``socket.send`` of the same frame costs here, in the bench's
+process, since writing a subscriber its frame is at least one send.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -40,6 +43,16 @@ def _config(directory: Path, readers: int) -> Path:
         )
     )
     return path
+
+
+def frame_size() -> int:
+    """The bytes of the frame each subscriber is written per event: one Create."""
+    from langshaw import ActionInstance, LangshawProtocol
+    from syncserver.batch import Batch, Entry
+
+    protocol = LangshawProtocol.load(PROTOCOL)
+    instance = ActionInstance(protocol.action("Create"), steps("f100000")[0][2])
+    return len(Batch(protocol.name, 100000, (Entry(instance, "platform", None),)).sse_frame)
 
 
 def _cpu(pid: int) -> float:
@@ -81,6 +94,45 @@ async def _readers(host: str, port: int, count: int, after: int) -> asyncio.subp
     line = await asyncio.wait_for(proc.stdout.readline(), 60)
     assert line.strip() == b"ready", line
     return proc
+
+
+def send_floor(size: int, count: int, rounds: int = 5) -> float:
+    """The CPU seconds one ``socket.send`` of ``size`` bytes costs here, to one
+    of ``count`` loopback connections in turn (the least of ``rounds``): what
+    writing a frame to a subscriber costs at the least, the kernel's part
+    (a loopback send also does the receiving socket's work; the reads are
+    not counted)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(count)
+    address = listener.getsockname()
+    readers = [socket.create_connection(address) for _ in range(count)]
+    writers = [listener.accept()[0] for _ in range(count)]
+    for sock in (*readers, *writers):
+        sock.setblocking(False)
+    for writer in writers:
+        writer.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    frame = b"x" * size
+    best = float("inf")
+    try:
+        for _ in range(rounds):
+            spent = 0.0
+            for _ in range(100):
+                start = time.process_time()
+                for writer in writers:
+                    writer.send(frame)
+                spent += time.process_time() - start
+                for reader in readers:  # untimed: the buffers must not fill
+                    with contextlib.suppress(BlockingIOError):
+                        while reader.recv(1 << 20):
+                            pass
+            best = min(best, spent / (100 * count))
+    finally:
+        for sock in (*readers, *writers, listener):
+            sock.close()
+    return best
 
 
 async def compare(subscribers: int, quick: bool) -> None:
@@ -135,6 +187,12 @@ async def compare(subscribers: int, quick: bool) -> None:
     print(
         f"   throughput with {subscribers}: {many / one:5.0%} of one (goal >= 50%); "
         f"server CPU per subscriber per event {extra * 1e6:5.1f} us (goal <= 5 us)"
+    )
+    floor = send_floor(frame_size(), subscribers)
+    print(
+        f"   the floor: one socket.send of the frame costs {floor * 1e6:4.1f} us of CPU here "
+        f"({subscribers} loopback connections): a subscriber costs "
+        f"{extra / floor:4.2f}x that"
     )
 
 
