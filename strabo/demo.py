@@ -84,6 +84,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "proxy reads it from the merchant's profile either way",
     )
     parser.add_argument(
+        "--platform-profile",
+        metavar="URL",
+        default=None,
+        help="the public URL of the Platform profile the proxy names in UCP-Agent, for a "
+        "merchant that cannot reach loopback (publish the proxy's profile there); default: "
+        "the proxy serves it on loopback",
+    )
+    parser.add_argument(
         "--executor",
         choices=EXECUTORS,
         default="syncserver",
@@ -129,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     return asyncio.run(
         demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor,
-             outcome=args.outcome, ucp_version=args.ucp_version)
+             outcome=args.outcome, ucp_version=args.ucp_version,
+             platform_profile=args.platform_profile)
     )
 
 
@@ -152,13 +161,15 @@ async def demo(
     executor: str = "syncserver",
     outcome: str | None = None,
     ucp_version: str | None = None,
+    platform_profile: str | None = None,
 ) -> int:
     """Run one checkout; 0 when it completed. ``executor`` is "syncserver" (one
     embedded, with ``policy``, default instant) or "peer" (no SyncServer: a
     PeerExecutor per agent; ``policy`` must be None). With ``protocol_name``
     "resilient", ``outcome`` (default "completed") is how it must end, and 0
     means the Platform saw that ending. ``ucp_version`` is the version the bundled
-    merchant serves."""
+    merchant serves. ``platform_profile`` is the public URL of the Platform
+    profile the proxy names (None: the proxy serves it on loopback)."""
     import asyncio
     import contextlib
 
@@ -246,13 +257,21 @@ async def demo(
                 return status
 
         proxy = make_proxy(executors["business"], merchant_url)
+        proxy.platform_profile = platform_profile
         platform, done = make_platform(executors["platform"])
+        from strabo.ucp import order_demo  # the order through to delivery (UCPOrder)
+
+        done = await order_demo.stage(
+            stack, proxy, done, failures, trace, merchant_url=merchant_url, seconds=seconds,
+            secret=None if merchant or outcome != "completed"
+            else merchant_of(bundled).simulation_secret,
+            version=ucp_version or "2026-01-11", peer=executor == "peer")
         platform.listeners.append(lambda batch, newly: _print_batch(trace, batch))
         proxy.http_listeners.append(lambda event: _print_http(trace, event))
 
         @proxy.on_error
         async def on_error(error: ProxyError, route: Route, trigger: Any) -> None:
-            failures.append(f"{route.trigger}: {error.message}")
+            failures.append(_failure(proxy, route, error))
             done.set()
 
         def refusals(agent: str) -> Callable[[Refusal], None]:
@@ -291,6 +310,7 @@ async def demo(
             for line in [*lines, *(f"  {f}" for f in failures)]:
                 print(line, file=sys.stdout if ok and not failures else sys.stderr)
             return 0 if ok and not failures else 1
+        failures += _unsaid(history, proxy)
         if failures or not any(i.name == "Completed" for i in history):
             print("\nThe checkout did not complete:", file=sys.stderr)
             for failure in failures or ["the merchant refused it (see above)"]:
@@ -304,6 +324,36 @@ async def demo(
     print(f"  order     {(order or {}).get('id')}")
     print(f"  totals    {_totals(session)}")
     return 0
+
+
+def _failure(proxy: Any, route: Any, error: Any) -> str:
+    """One line for a failure the protocol could not say (the proxy escalated it):
+    whether the merchant placed an order, which must not be cancelled, first."""
+    escalations = getattr(proxy, "escalations", None) or [None]
+    order = getattr(escalations[-1], "order", None)
+    if order:
+        return (f"{route.trigger}: the merchant placed order {order}, but its answer cannot "
+                f"be said in the protocol ({error.message}); escalated, not cancelled: "
+                "follow the order with the merchant")
+    return f"{route.trigger}: {error.message}"
+
+
+def _unsaid(history: list[Any], proxy: Any) -> list[str]:
+    """IncrementalUCP: a Complete answered by a StatusChange the Platform must not
+    cancel (an order placed, or an outcome unknown), as a line for the summary."""
+    from strabo.ucp.incremental_platform import CANCELLABLE
+
+    lines = []
+    for change in (i for i in history if i.name == "StatusChange"):
+        if change["status"] in CANCELLABLE:
+            continue
+        checkout = next((i["id"] for i in history if i.name == "Created"), None)
+        order = getattr(proxy, "placed", {}).get(checkout)
+        said = f"the merchant placed order {order}" if order else (
+            f"the checkout is {change['status']}")
+        lines.append(f"Complete: {said}, but its answer cannot be said as Completed; "
+                     "not cancelled: follow it with the merchant (see the log above)")
+    return lines
 
 
 def _peers(protocol: Any, roles: dict[str, list[str]]) -> dict[str, PeerExecutor]:

@@ -9,9 +9,9 @@ from starlette.applications import Starlette
 from ._ap2 import Ap2, Ap2Settings
 from ._csvdata import load_data_dir
 from ._errors import EXCEPTION_HANDLERS
+from ._negotiation import NegotiatingProfiles
 from ._routes import Endpoints
 from ._versioning import SERVED
-from ._webhooks import AgentProfiles
 from .catalog import Catalog, load_catalog
 from .merchant import Merchant
 from .wire import UCP_VERSION
@@ -55,7 +55,7 @@ def create_app(
     else:
         shop = catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
     merchant = Merchant(shop, simulation_secret=simulation_secret)
-    profiles = AgentProfiles(timeout=profile_timeout)
+    profiles = NegotiatingProfiles(timeout=profile_timeout)
     settings = Ap2Settings() if ap2 is True else ap2 or None
     endpoints = Endpoints(
         merchant,

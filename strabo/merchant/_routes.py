@@ -28,7 +28,7 @@ from ._idempotency import Reply
 from ._intake import AgentHeaders, check_headers, parse_body
 from ._order_update import OrderUpdateRequest
 from ._versioning import OLD_PROFILE_PATH, Versioning
-from ._webhooks import AgentProfiles, deliver
+from ._webhooks import AgentProfiles, WebhookSigner, deliver
 from .merchant import Merchant, Notification
 from .wire import (
     UCP_VERSION,
@@ -58,6 +58,8 @@ class Endpoints:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.profiles = profiles
         self.ap2 = ap2
+        # Webhooks are signed with a key of the profile (the AP2 key when there is one).
+        self.signer = WebhookSigner(ap2.key, ap2.settings.kid) if ap2 else WebhookSigner()
         self.versions = Versioning(merchant, serving=ucp_version, profiles=profiles,
                                    base=self.base,
                                    ap2_key=ap2.public_jwk() if ap2 is not None else None)
@@ -100,17 +102,18 @@ class Endpoints:
         return check_headers(request, idempotent=idempotent, errors=errors,
                              version=self.versions.of(request))
 
-    async def _notify(self, notification: Notification | None) -> None:
+    async def _notify(self, notification: Notification | None, request: Request) -> None:
         if notification is not None:
-            await deliver(notification.url, notification.event)
+            await deliver(notification.url, notification.event, signer=self.signer,
+                          profile_url=self.base(request) + "/.well-known/ucp")
 
     async def discovery(self, request: Request) -> Response:
         """``GET /.well-known/ucp``: no headers needed."""
-        return JSONResponse(self.versions.profile(request))
+        return JSONResponse(self.signer.publish(self.versions.profile(request)))
 
     async def old_discovery(self, request: Request) -> Response:
         """``GET /.well-known/ucp/2026-01-11`` (serving 2026-04-08 only)."""
-        return JSONResponse(self.versions.old_profile(request))
+        return JSONResponse(self.signer.publish(self.versions.old_profile(request)))
 
     async def handler_document(self, request: Request) -> Response:
         """``GET /payment-handlers/{id}[/config.json|/instrument.json]``: no headers needed."""
@@ -179,7 +182,7 @@ class Endpoints:
             base_url=self.base(request),
             check=(lambda session: verify(parsed.ap2, session)) if verify is not None else None,
         )
-        await self._notify(notification)
+        await self._notify(notification, request)
         return _answer(reply)
 
     async def cancel(self, request: Request) -> Response:
@@ -210,7 +213,7 @@ class Endpoints:
         reply, notification = self.merchant.update_order(
             order_id, parsed, key=headers.idempotency_key, body=body
         )
-        await self._notify(notification)
+        await self._notify(notification, request)
         return _answer(reply)
 
     async def ship(self, request: Request) -> Response:
@@ -222,5 +225,5 @@ class Endpoints:
         check_headers(request, idempotent=False, errors=errors)
         _raise_if(errors)
         notification = self.merchant.ship_order(request.path_params["id"])
-        await self._notify(notification)
+        await self._notify(notification, request)
         return JSONResponse({"status": "shipped"})

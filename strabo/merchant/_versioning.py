@@ -15,8 +15,13 @@ its answers changes.
 The version of a request (2026-04-08 *Request-Time Validation*) is the
 ``ucp.version`` of the profile its UCP-Agent header points at. A 2026-01-11
 platform may instead say it as a ``version`` parameter of that header, so that
-is read when the profile says nothing; with neither, the merchant answers in
-the version it serves.
+is read when there is no usable profile. A profile that cannot be used is
+refused with the 2026-04-08 transport error (400 ``invalid_profile_url``, 424
+``profile_unreachable``, 422 ``profile_malformed``; ``_negotiation``) unless
+the header says an older version, whose merchants answered such platforms; a
+request without UCP-Agent goes on to the header checks. Each 2026-04-08
+answer lists the capabilities negotiated with that profile that its operation
+uses (``checkout`` or ``order`` and their extensions).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from starlette.responses import JSONResponse, Response
 from . import _discovery, _versions
 from ._errors import EXCEPTION_HANDLERS
 from ._intake import agent_parameters, read_body
+from ._negotiation import NegotiatingProfiles, Refusal, negotiated, response_capabilities
 from ._webhooks import AgentProfiles
 from .merchant import Merchant
 from .wire import UCP_VERSION, dump
@@ -46,6 +52,8 @@ OLD_PROFILE_PATH = f"/.well-known/ucp/{UCP_VERSION}"
 (``supported_versions`` points there), for platforms still speaking it."""
 
 _STATE = "ucp_version"
+_PLATFORM = "ucp_platform_profile"
+_ROOTS = {"checkout": "dev.ucp.shopping.checkout", "order": "dev.ucp.shopping.order"}
 
 __all__ = ["NEW", "OLD_PROFILE_PATH", "SERVED", "Versioning"]
 
@@ -118,26 +126,49 @@ class Versioning:
         product = self.merchant.catalog.product(product_id)
         return product.title if product is not None else None
 
-    async def requested(self, request: Request) -> str | None:
-        """The version the platform declares: its profile's ``ucp.version``, else
-        the UCP-Agent ``version`` parameter a 2026-01-11 platform sends."""
-        params = agent_parameters(request.headers.get("ucp-agent", ""))
-        declared = _versions.platform_version(await self.profiles.profile(params.get("profile")))
-        return declared or params.get("version") or None
+    async def requested(self, request: Request) -> tuple[str | None, Any, Refusal | None]:
+        """The version the platform declares, its profile, and the refusal its
+        profile calls for, if any: the profile's ``ucp.version``, else the
+        UCP-Agent ``version`` parameter a 2026-01-11 platform sends. A profile
+        that is missing or cannot be used is refused (``_negotiation``) unless
+        that parameter names an older version than 2026-04-08 (the 2026-01-11
+        merchant's rules have no such refusal); no UCP-Agent at all is left to
+        the header checks (None, nothing, no refusal)."""
+        header = request.headers.get("ucp-agent")
+        if header is None:
+            return None, None, None
+        params = agent_parameters(header)
+        url, said = params.get("profile"), params.get("version") or None
+        if url is None and said is not None:
+            return said, None, None
+        document, refusal = None, None
+        if isinstance(self.profiles, NegotiatingProfiles):
+            resolution = await self.profiles.resolve(url)
+            document, refusal = resolution.document, resolution.refusal
+        else:
+            document = await self.profiles.profile(url)
+        if refusal is not None:
+            return said, None, (None if said is not None and said < NEW else refusal)
+        return _versions.platform_version(document) or said, document, None
 
     def wrap(self, kind: str, endpoint: Endpoint) -> Endpoint:
         """``endpoint`` answering in the version of each request.
 
         ``kind`` is what the endpoint answers with, ``checkout`` or ``order``,
-        which says how its answer translates. A version the
-        merchant does not serve is a 422 ``version_unsupported`` before anything
-        else is read; a 2026-01-11 request runs the endpoint as it is; a
+        which says how its answer translates. A platform profile that cannot
+        be used is refused first (400, 424 or 422, ``_negotiation``), then a
+        version the merchant does not serve is a 422 ``version_unsupported``,
+        before anything else is read; a 2026-01-11 request runs the endpoint as it is; a
         2026-04-08 one has its errors and answer translated."""
         if not self.translating:
             return endpoint
 
         async def versioned(request: Request) -> Response:
-            requested = await self.requested(request)
+            requested, platform, refusal = await self.requested(request)
+            if refusal is not None:
+                return JSONResponse(refusal.body(self.base(request) + "/"),
+                                    status_code=refusal.status)
+            setattr(request.state, _PLATFORM, platform)
             accepted = _versions.accepted_version(requested, serving=self.serving)
             if accepted is None:
                 assert requested is not None  # no version declared is answered in ours
@@ -173,9 +204,22 @@ class Versioning:
             new = _versions.order_to_new(body, currency=self._order_currency(body))
         else:
             new = body
+        ucp = new.get("ucp") if isinstance(new, dict) else None
+        if kind in _ROOTS and isinstance(ucp, dict) and ucp.get("status") != "error":
+            ucp["capabilities"] = self.capabilities(request, kind)
         headers = {k: v for k, v in response.headers.items()
                    if k.lower() not in ("content-length", "content-type")}
         return JSONResponse(new, status_code=status, headers=headers)
+
+    def capabilities(self, request: Request, kind: str) -> dict[str, Any]:
+        """The ``ucp.capabilities`` of a 2026-04-08 answer of ``kind``: the
+        capabilities negotiated with the request's platform profile that the
+        operation uses (overview.md, *Response Capability Selection*)."""
+        business = self.profile(request)["ucp"].get("capabilities")
+        platform = getattr(request.state, _PLATFORM, None)
+        ucp = platform.get("ucp") if isinstance(platform, dict) else None
+        theirs = ucp.get("capabilities") if isinstance(ucp, dict) else None
+        return response_capabilities(negotiated(business, theirs), _ROOTS[kind])
 
     def _order_currency(self, order: dict[str, Any]) -> str | None:
         """2026-04-08 orders must name their currency; 2026-01-11 ones take it

@@ -3,7 +3,19 @@
 An agent names its profile in the UCP-Agent header (``profile="https://..."``). When
 the profile declares a capability with ``config.webhook_url``, the merchant keeps
 that URL on the checkout (``platform.webhook_url``) and POSTs an ``order_placed``
-event when the checkout completes and ``order_shipped`` when the order ships.
+event when the checkout completes, ``order_shipped`` when the order ships and
+``order_updated`` when an order update appends to it.
+
+Each event is signed as order.md wants (:class:`WebhookSigner`, whose key the
+merchant's profile lists in ``signing_keys``): RFC 9421 ``Signature-Input`` and
+``Signature`` over the method, authority, path, the headers below and the body's
+``Content-Digest`` (2026-04-08), and a detached JWS in ``Request-Signature``
+(2026-01-11). Standard Webhooks' ``Webhook-Id`` (the event's id, also the
+body's ``event_id``) and ``Webhook-Timestamp`` come with it, and ``UCP-Agent``
+names the merchant's profile. The body is the full order entity with the
+2026-01-11 event fields (``event_id``, ``created_time``), and also, for the
+reference merchant's clients and the conformance suite, its event shape
+(``event_type``, ``checkout_id``, ``order``).
 
 Profiles are fetched on create and update, like the reference merchant, but each
 URL's answer (or failure) is cached for a minute so that an unreachable profile
@@ -13,11 +25,18 @@ order stands whether or not the agent hears about it.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import time
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+
+from strabo.ucpwire import ap2 as jose
+from strabo.ucpwire.signatures import sign_request
 
 from .wire import WebhookEvent, dump
 
@@ -83,16 +102,79 @@ class AgentProfiles:
 
 DELIVERY_TIMEOUT = 5.0
 """Seconds an agent's webhook gets to answer an event."""
+RETRY_DELAYS = (0.2, 0.5)
+"""Seconds before each new try of a delivery that failed (so three tries at most)."""
 
 
-async def deliver(url: str, event: WebhookEvent) -> bool:
-    """POST ``event`` to ``url``; True if the agent answered 2xx."""
-    try:
-        async with httpx.AsyncClient(timeout=DELIVERY_TIMEOUT) as client:
-            response = await client.post(url, json=dump(event))
-    except httpx.HTTPError as exc:
-        log.warning("cannot deliver %s to %s: %s", event.event_type, url, exc)
-        return False
-    if not response.is_success:
-        log.warning("webhook %s answered %s to %s", url, response.status_code, event.event_type)
-    return response.is_success
+class WebhookSigner:
+    """The merchant's webhook signing key: ``key`` (a fresh P-256 key when None),
+    published under ``kid`` in the profile's ``signing_keys`` (:meth:`publish`)."""
+
+    def __init__(self, key: jose.PrivateKey | None = None, kid: str = "merchant-webhooks"):
+        self.key = key if key is not None else jose.generate_key()
+        self.kid = kid
+
+    def public_jwk(self) -> dict[str, Any]:
+        """The key as ``signing_keys`` lists it."""
+        return jose.public_jwk(self.key, self.kid)
+
+    def publish(self, profile: dict[str, Any]) -> dict[str, Any]:
+        """``profile`` with this key in its ``signing_keys`` (once)."""
+        keys = [k for k in profile.get("signing_keys") or [] if isinstance(k, dict)]
+        if not any(k.get("kid") == self.kid for k in keys):
+            profile = {**profile, "signing_keys": [*keys, self.public_jwk()]}
+        return profile
+
+
+def webhook_body(event: WebhookEvent, event_id: str, created: datetime) -> dict[str, Any]:
+    """What the merchant POSTs: the order entity with ``event_id`` and
+    ``created_time`` (the spec's body), and the reference merchant's event fields."""
+    order = dump(event.order)
+    return {**order, "event_id": event_id,
+            "created_time": created.isoformat().replace("+00:00", "Z"),
+            "event_type": event.event_type, "checkout_id": event.checkout_id, "order": order}
+
+
+def webhook_request(url: str, event: WebhookEvent, *, signer: WebhookSigner | None,
+                    profile_url: str | None) -> tuple[bytes, dict[str, str]]:
+    """The body and headers of the POST of ``event`` to ``url``, signed by
+    ``signer`` (unsigned when None: for tests of what a receiver refuses)."""
+    event_id = str(uuid.uuid4())
+    created = datetime.now(UTC)
+    body = json.dumps(webhook_body(event, event_id, created), separators=(",", ":")).encode()
+    headers = {"content-type": "application/json", "webhook-id": event_id,
+               "webhook-timestamp": str(int(created.timestamp()))}
+    if profile_url:
+        headers["ucp-agent"] = f'profile="{profile_url}"'
+    if signer is not None:
+        headers |= sign_request("POST", url, headers, body, signer.key, signer.kid,
+                                created=int(created.timestamp()))
+    return body, headers
+
+
+async def deliver(url: str, event: WebhookEvent, *, signer: WebhookSigner | None = None,
+                  profile_url: str | None = None) -> bool:
+    """POST ``event`` to ``url``, signed by ``signer`` for the merchant whose
+    profile is at ``profile_url``; True if the agent answered 2xx.
+
+    UCP wants failed deliveries retried: no answer, a 5xx or a 429 is tried again
+    (:data:`RETRY_DELAYS`), the same request, so its ``Webhook-Id`` lets the
+    receiver see a repeat."""
+    body, headers = webhook_request(url, event, signer=signer, profile_url=profile_url)
+    async with httpx.AsyncClient(timeout=DELIVERY_TIMEOUT) as client:
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                response = await client.post(url, content=body, headers=headers)
+            except httpx.HTTPError as exc:
+                problem = f"cannot deliver {event.event_type} to {url}: {exc}"
+            else:
+                if response.is_success:
+                    return True
+                problem = f"webhook {url} answered {response.status_code} to {event.event_type}"
+                if response.status_code < 500 and response.status_code != 429:
+                    delay = None
+            if delay is None:
+                log.warning("%s", problem)
+                return False
+            await asyncio.sleep(delay)
+    return False

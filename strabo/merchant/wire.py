@@ -1,9 +1,10 @@
 """Pydantic models of the UCP checkout wire format, protocol version 2026-01-11.
 
-They describe exactly what the recorded reference merchant sends and accepts, down
-to optional fields that it always sends as ``null``: agents written against that
-merchant see the same keys here. Responses are dumped with :func:`dump`, which keeps
-the ``null`` fields and uses wire names (``schema`` rather than ``schema_uri``).
+They describe what the recorded reference merchant sends and accepts, with the
+same keys and nesting. Optional fields are ``None`` in the models, but the spec's
+schemas allow no ``null`` for an absent field (the reference sends one anyway, and
+breaks them): responses are dumped with :func:`dump`, which leaves every ``null``
+out and uses wire names (``schema`` rather than ``schema_uri``).
 
 Requests are lenient about extra keys (they are ignored) and strict about the fields
 the merchant needs, so a bad request gets a 422 naming the field.
@@ -20,8 +21,26 @@ UCP_VERSION = "2026-01-11"
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
-    """The JSON object sent on the wire for ``model`` (nulls kept, wire names used)."""
-    return model.model_dump(mode="json", by_alias=True)
+    """The JSON object sent on the wire for ``model``: wire names, and no ``null``.
+
+    An absent optional field is absent, not ``null``, at any depth: in the free-form
+    parts too (messages, instruments, order events), which ``exclude_none`` alone
+    would not reach. The spec's schemas type each optional field without ``null``
+    (tests/strabo/merchant/test_merchant_schemas.py checks every answer).
+    """
+    body = present(model.model_dump(mode="json", by_alias=True, exclude_none=True))
+    assert isinstance(body, dict)
+    return body
+
+
+def present(value: Any) -> Any:
+    """``value`` with every ``null`` member of an object left out, recursively
+    (``null`` elements of an array are kept: dropping them would move the rest)."""
+    if isinstance(value, dict):
+        return {k: present(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [present(v) for v in value]
+    return value
 
 
 class _Wire(BaseModel):
@@ -159,7 +178,8 @@ class Destination(PostalAddress):
     """A shipping destination; addresses on file also carry ``city`` and ``region``.
 
     The reference merchant sends saved addresses with ``city``/``region`` and leaves
-    ``address_locality``/``address_region`` null; we send the same shape.
+    ``address_locality``/``address_region`` null; we send ``city``/``region`` too, and
+    leave the two others out (absent, not null).
     """
 
     model_config = ConfigDict(populate_by_name=True, extra="allow")
@@ -265,11 +285,9 @@ class Checkout(CheckoutCore):
 class OrderCapability(Capability):
     """A capability in an order's envelope.
 
-    The reference merchant's orders carry an extra ``schema_`` key (always null);
-    we send it too so that order documents have the same shape.
+    The reference merchant's orders carry an extra ``schema_`` key, always null: an
+    absent field, which we leave out like any other.
     """
-
-    legacy_schema: str | None = Field(default=None, alias="schema_")
 
 
 class OrderEnvelope(_Wire):

@@ -9,22 +9,33 @@ Files written to the output folder:
 * ``chart.png``: ``report.chart``'s ``y`` columns against ``x``, a line per
   ``series`` value, one panel per ``y`` (matplotlib, Agg: no display needed);
   not drawn when the table is empty;
-* ``report.md``: how the run ended, who played, the table, and the chart.
+* ``report.md``: how the run ended, who played, the table, the chart, and a
+  sequence chart (inline SVG) of each enactment's actions: the first
+  CHART_ENACTMENTS enactments, CHART_STEPS steps of each at most.
 """
 
 from __future__ import annotations
 
 import csv
+import html
 import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from langshaw.diagrams import chart, sequence_diagram
+from strabo.simulate.move import Occurrence
 from strabo.simulate.runner import SimulationResult
 from strabo.simulate.scenario import ChartSpec
 
-__all__ = ["CHART_DPI", "chart_size", "outcome_rows", "write_report"]
+__all__ = ["CHART_DPI", "chart_size", "enactments", "outcome_rows", "sequence_charts",
+           "write_report"]
+
+#: The enactments the report draws a sequence chart of, and the steps of each
+#: at most: a long run must not make a report too big to open.
+CHART_ENACTMENTS = 5
+CHART_STEPS = 80
 
 CHART_DPI = 100
 _WIDTH = 8.0  # inches
@@ -50,6 +61,34 @@ def outcome_rows(result: SimulationResult) -> list[dict[str, Any]]:
         extra = {"performer": o.performer, "seq": o.seq}
         rows.append({c: extra[c] if c in extra else o.bindings.get(c) for c in spec.columns})
     return rows
+
+
+def enactments(result: SimulationResult) -> dict[str, list[Occurrence]]:
+    """The trace by enactment, in the order they started: each named by its
+    root keys' values (``market="m1"``)."""
+    found: dict[str, list[Occurrence]] = {}
+    for o in result.trace:
+        root = ", ".join(f"{k}={json.dumps(o.bindings.get(k), default=str)}"
+                         for k in result.scenario.protocol.root_keys)
+        found.setdefault(root, []).append(o)
+    return found
+
+
+def sequence_charts(result: SimulationResult) -> list[tuple[str, str]]:
+    """For each of the first CHART_ENACTMENTS enactments of the trace (told
+    apart by their root keys): its name and its actions as an SVG sequence
+    chart (roles as lifelines; each step with its bindings and who did it)."""
+    protocol = result.scenario.protocol
+    charts = []
+    for root, occurrences in list(enactments(result).items())[:CHART_ENACTMENTS]:
+        steps = [
+            (protocol.actions[o.action].actor if o.action in protocol.actions else o.performer,
+             o.action, o.bindings, f"#{o.seq} by {o.performer}")
+            for o in occurrences
+        ]
+        title = f"{protocol.name}: enactment {root} ({len(occurrences)} actions)"
+        charts.append((root, sequence_diagram(chart(protocol, title, steps, limit=CHART_STEPS))))
+    return charts
 
 
 def write_report(result: SimulationResult, directory: str | Path) -> dict[str, Path]:
@@ -221,6 +260,15 @@ def _summary(result: SimulationResult, rows: Sequence[Mapping[str, Any]],
         lines += ["", f"![{_cell(scenario.name)}]({written['chart'].name})", ""]
     elif chart_problem:
         lines += ["", f"The chart could not be drawn: {_cell(chart_problem)}", ""]
+    charts = sequence_charts(result)
+    if charts:
+        total = len(enactments(result))
+        lines += ["", "## Sequence charts", "",
+                  f"Each enactment's actions, one lifeline per role (the first {len(charts)} "
+                  f"of {total} enactments, at most {CHART_STEPS} steps each).", ""]
+        for root, svg in charts:
+            heading = html.escape(_cell(root), quote=False)
+            lines += [f"### Enactment {heading}", "", svg.rstrip("\n"), ""]
     lines += ["", "## Files", ""]
     lines += [f"- `{path.name}`: {kind}" for kind, path in written.items()
               if kind != "report"]

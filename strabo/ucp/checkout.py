@@ -15,13 +15,16 @@ import json
 import logging
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from peach import ActionInstance
 from strabo.proxy import ProxyAdapter, ProxyError, ProxyRequest, ProxyRequestError, Route
+from strabo.ucp import lenient, shipping
 from strabo.ucp.ap2 import PresentsMandates
+from strabo.ucp.negotiation import SESSIONS_KEPT
 
 log = logging.getLogger("strabo.ucp")
 # The Platform's preferences as the merchant's checkout fields.
@@ -33,11 +36,13 @@ RETRY: dict[str, Any] = {"retries": 3, "backoff": 0.2, "max_delay": 5.0, "retry_
 
 def ucp_header_hook(request: ProxyRequest) -> dict[str, str]:
     """UCP's headers. The signing key comes from the environment and stays here:
-    it is never bound in the protocol nor logged."""
+    it is never bound in the protocol nor logged. ``UCP-Agent`` names no
+    profile: the proxies add the one they serve or are given
+    (:class:`strabo.ucp.negotiation.VersionedProxy`)."""
     key = os.environ.get("UCP_SIGNING_KEY", "strabo-demo").encode()
     body = json.dumps(request.body, sort_keys=True).encode()
     return {
-        "UCP-Agent": 'profile="https://strabo.example/profile"; version="2026-01-11"',
+        "UCP-Agent": 'version="2026-01-11"',
         "Request-Signature": hmac.new(key, body, hashlib.sha256).hexdigest(),
         "Request-Id": str(uuid.uuid4()),
         "Idempotency-Key": request.idempotency_key,
@@ -128,6 +133,7 @@ class Escalation:
     checkout: str | None  # the merchant's session id
     error: dict[str, Any]  # status, code, message
     attempts: int
+    order: str | None = None  # the order the merchant said it placed, if it did
 
 
 class BusinessProxy(PresentsMandates):
@@ -147,16 +153,43 @@ class BusinessProxy(PresentsMandates):
         super().__init__(*args, **options)
         self.escalations: list[Escalation] = []
         self.escalated = asyncio.Event()
+        self.placed: OrderedDict[str, str] = OrderedDict()
+        """Session id -> the order the merchant said it placed (the last
+        SESSIONS_KEPT): what a Complete whose answer does not fit must not
+        cancel, and what its escalation names."""
+        self.deviations: set[str] = set()
+        """The merchant's deviations read past so far (:mod:`strabo.ucp.lenient`)."""
         self.on_error(self.escalate)
+
+    async def _send(self, route: Route, path: str, body: Any, idempotency_key: str) -> Any:
+        """Every answer, read past the merchant's known deviations (logged:
+        :mod:`strabo.ucp.lenient`), and the orders it says were placed noted."""
+        answer, deviations = lenient.read(
+            await super()._send(route, path, body, idempotency_key))
+        for deviation in deviations:  # each at WARNING once, then at DEBUG
+            level = logging.DEBUG if deviation in self.deviations else logging.WARNING
+            self.deviations.add(deviation)
+            log.log(level, "%s: %s %s: the merchant answered %s; read as UCP has it "
+                    "(a deviation from UCP %s)", self.name, route.method, path, deviation,
+                    self.ucp_version)
+        order = lenient.order_placed(answer)
+        if order is not None and isinstance(answer, dict) and isinstance(answer.get("id"), str):
+            self.placed[answer["id"]] = order
+            self.placed.move_to_end(answer["id"])
+            while len(self.placed) > SESSIONS_KEPT:
+                self.placed.popitem(last=False)
+        return answer
 
     async def escalate(
         self, error: ProxyError, route: Route, trigger: ActionInstance | None
     ) -> None:
         bindings = trigger.bindings if trigger is not None else {}
         checkout = bindings.get("id")
+        checkout = checkout if isinstance(checkout, str) else None
         self.escalations.append(Escalation(
             route.trigger, dict(trigger.keys) if trigger is not None else {},
-            checkout if isinstance(checkout, str) else None, error.summary(), error.attempts))
+            checkout, error.summary(), error.attempts,
+            self.placed.get(checkout) if checkout else None))
         self.escalated.set()
 
 
@@ -174,18 +207,38 @@ async def open_checkout(
 ) -> ActionInstance | None:
     """Open a session for a Create and say Created with it (Create's route
     response): a POST, then a PUT (the route named ``put``) per shipping step.
-    Any failure cancels the half-made session and becomes the route's failure
-    action (``Failed`` with the reason), as does an answer that does not fit
-    the protocol's types."""
+    What the Platform's preference leaves open (a method with no destination,
+    a destination with no option) is chosen among the merchant's offers, as
+    :func:`strabo.ucp.shipping.next_choice` picks (the first destination, the
+    cheapest option): SimpleUCP gives the Platform no say between Create and
+    Created. Any failure cancels the half-made session and becomes the route's
+    failure action (``Failed`` with the reason), as does an answer that does
+    not fit the protocol's types."""
     session = None
     try:
         first, *more = shipping_steps(action.get("fulfillment_pref"))
         session = checkout_of(await proxy.request(
             "Create", with_step(action.bindings, first)), "Create")
-        for step in more:
-            session = checkout_of(await proxy.request(put, with_step({
+
+        async def send(step: dict[str, Any] | None) -> dict[str, Any]:
+            assert session is not None
+            return checkout_of(await proxy.request(put, with_step({
                 **action.bindings, "id": session["id"], "line_items": cart(session)},
                 step)), put)
+
+        for step in more:
+            session = await send(step)
+        asked = first is None
+        for _ in range(3 if first is not None else 0):  # (the method,) a destination, options
+            offered = session.get("fulfillment")
+            step = shipping.next_choice(offered)
+            if step is None and not asked and shipping.chosen(offered)[0] is None:
+                # Some merchants (the UCP reference) offer destinations only
+                # when an update asks for the method: ask again, by a PUT.
+                step, asked = first, True
+            if step is None:
+                break
+            session = await send(step)
     except ProxyError as error:
         if session is not None:  # do not leave a half-made session open
             await cancel_quietly(proxy, session["id"])

@@ -2,28 +2,43 @@
 
 UCP assumes a session changes one request at a time; here each change opens a
 new version (a fresh ``v``) and the next one waits for the Business to
-acknowledge the last: discounts, then shipping, then completion. An
-acknowledgment whose ``messages`` hold an error (the change was not applied),
-or a StatusChange asking for escalation (the merchant could not complete), ends
-the checkout with a Cancel in a new version: the Business then says Cancelled.
+acknowledge the last: discounts, then shipping, then completion. Shipping is
+chosen among what the merchant offers, one step per version: the Platform asks
+for shipping, reads the destinations FulfillmentSet offers and picks the first,
+then reads the options and picks the cheapest (:mod:`strabo.ucp.shipping`).
+
+An acknowledgment whose ``messages`` hold an error (the change was not
+applied), or a StatusChange ``requires_escalation`` (the merchant could not
+complete and the session is still open: no order), ends the checkout with a
+Cancel in a new version: the Business then says Cancelled. Any other
+StatusChange after Complete (``completed``: the merchant placed the order but
+its answer does not fit; ``complete_in_progress``: the outcome is unknown;
+``canceled``) is never cancelled: the Platform stops, logs why, and sets
+``done``; the order, if any, is the buyer's to follow with the merchant.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
+from strabo.ucp import shipping
 from strabo.ucp.platform_agent import (
     SAMPLE_BUYER,
-    SAMPLE_FULFILLMENT_PREF,
     SAMPLE_LINE_ITEMS,
     SAMPLE_PAYMENT_DATA,
 )
 from syncserver.bundled import path as bundled_protocol
 
+log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("incremental-ucp")
+CANCELLABLE = frozenset({"requires_escalation", "incomplete", "ready_for_complete"})
+"""StatusChange statuses that say no order was placed: the Platform may cancel."""
+SHIPPING_STEPS = 3
+"""At most this many SetFulfillment per checkout: a method, a destination, options."""
 
 
 def failed(action: ActionInstance) -> bool:
@@ -60,13 +75,36 @@ def incremental_platform(
     async def on_created(action: ActionInstance, performer: str) -> None:
         await then("ApplyDiscounts", action["eid"], discount_codes={"codes": ["10OFF"]})
 
+    sent: dict[str, list[dict[str, Any]]] = {}  # eid -> shipping preferences sent
+
+    async def choose(eid: str, preference: dict[str, Any]) -> None:
+        chosen = sent.setdefault(eid, [])
+        if preference in chosen or len(chosen) >= SHIPPING_STEPS:
+            log.warning("%s: the merchant did not take the shipping choice %s: cancelling",
+                        name, preference)
+            await then("Cancel", eid)
+            return
+        chosen.append(preference)
+        await then("SetFulfillment", eid, fulfillment_pref=preference)
+
     @adapter.observation("DiscountsApplied", "FulfillmentSet", "StatusChange")
     async def on_answer(action: ActionInstance, performer: str) -> None:
-        if failed(action):
+        if action.name == "StatusChange" and action["status"] not in CANCELLABLE:
+            # The order may exist (or does): cancelling it would be wrong.
+            log.warning("%s: checkout %s is %s after Complete, and the merchant's answer "
+                        "cannot be said as Completed: not cancelling; the buyer must follow "
+                        "it with the merchant", name, action["eid"], action["status"])
+            done.set()
+        elif failed(action) or action.name == "StatusChange":
             await then("Cancel", action["eid"])
         elif action.name == "DiscountsApplied":
-            await then("SetFulfillment", action["eid"], fulfillment_pref=SAMPLE_FULFILLMENT_PREF)
+            await choose(action["eid"], shipping.ASK)
         elif action.name == "FulfillmentSet":
+            step = shipping.next_choice(action.get("fulfillment"))
+            if step is not None:
+                await choose(action["eid"], step)
+                return
+            sent.pop(action["eid"], None)
             await then("Complete", action["eid"], payment_data=SAMPLE_PAYMENT_DATA,
                        risk_signals={"ip": "127.0.0.1"})
 

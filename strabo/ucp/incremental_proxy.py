@@ -7,8 +7,13 @@ back, then acknowledges the change in its version.
 Failure policy (docs/proxy.md): calls are retried as in the SimpleUCP sample.
 A change that fails (an error answer, no answer, a malformed binding) is still
 acknowledged, with the error in ``messages`` (UCP's place for it) and the
-session as it stands. A failed Complete is ``StatusChange(status=
-"requires_escalation")``: it lives in the checkout's root scope, where Created
+session as it stands. A Complete that fails, or whose answer does not fit
+Completed, is a ``StatusChange`` whose status says whether an order may exist
+(:func:`status_after`): ``requires_escalation`` when the session is still open
+(no order: the Platform may cancel), else the session's status (``completed``:
+the merchant placed an order its answer does not describe; ``canceled``), or
+``complete_in_progress`` when the outcome is unknown (no answer, the session
+unreadable). StatusChange lives in the checkout's root scope, where Created
 already bound ``messages``, so it cannot say why (the proxy's log line does),
 and it happens once per checkout. The rest (a failed Create or Cancel, a second
 failed Complete) goes to ``on_error`` and is recorded as an escalation.
@@ -62,10 +67,29 @@ def ucp_message(error: ProxyError) -> dict[str, Any]:
             "content": summary["message"]}
 
 
+OPEN = frozenset({"incomplete", "ready_for_complete", "requires_escalation"})
+ENDED = frozenset({"completed", "canceled", "complete_in_progress"})
+
+
+def status_after(said: Any, session: dict[str, Any] | None) -> str:
+    """StatusChange's status for a Complete that cannot be said as Completed:
+    what the answer said (``said``) or the session read afterwards says, when
+    the checkout has ended or may yet (an order may exist: the Platform must
+    not cancel); ``requires_escalation`` for a session still open (no order);
+    ``complete_in_progress`` when nothing can tell (the outcome is unknown)."""
+    if said in ENDED:
+        return str(said)
+    status = session.get("status") if session is not None else None
+    if status in ENDED:
+        return str(status)
+    return "requires_escalation" if status in OPEN else "complete_in_progress"
+
+
 def escalation(error: ProxyError, trigger: ActionInstance) -> dict[str, Any]:
     """StatusChange's bindings for a Complete the merchant failed (its ``messages``
-    are Created's: the state fixes them)."""
-    return {"status": "requires_escalation", "totals": None}
+    are Created's: the state fixes them); the status is :func:`status_after`'s,
+    which the proxy's Complete handler leaves in ``trigger``'s bindings."""
+    return {"status": trigger.get("status") or "requires_escalation", "totals": None}
 
 
 def incremental_proxy(
@@ -76,7 +100,7 @@ def incremental_proxy(
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["eid", "v"], header_hook=ucp_header_hook,
-        ucp_version=ucp_version, ap2=ap2, **RETRY)
+        exclude=["Complete"], ucp_version=ucp_version, ap2=ap2, **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions",
                 response={"payment_config": "$.payment"})
     proxy.route("Get", "GET-/checkout-sessions/{id}")
@@ -84,6 +108,45 @@ def incremental_proxy(
     proxy.route("Complete->>Completed", "POST-/checkout-sessions/{id}/complete",
                 failure="StatusChange", failure_response=escalation)
     proxy.route("Cancel->>Cancelled", "POST-/checkout-sessions/{id}/cancel")
+
+    async def session_status(checkout: Any) -> dict[str, Any] | None:
+        try:
+            return checkout_of(await proxy.request("Get", {"id": checkout}), "Get")
+        except ProxyError as error:
+            log.warning("%s: cannot read session %s: %s", proxy.name, checkout, error)
+            return None
+
+    @proxy.observation("Complete")
+    async def on_complete(action: ActionInstance, performer: str) -> None:
+        """Completed with the order; else StatusChange with :func:`status_after`,
+        so that the Platform never cancels a checkout whose order may exist."""
+        if performer == proxy.name:
+            return
+        route = proxy.routes["Complete"]
+        try:
+            answer = await proxy.request("Complete", action.bindings)
+        except ProxyError as error:
+            status = status_after(None, await session_status(action["id"]))
+            await proxy.fail(route, _with_status(action, status), error)
+            return
+        found = route.extract(answer, route.response_map)
+        data = {**action.bindings, **{k: v for k, v in found.items() if k not in proxy.internal}}
+        try:
+            proxy.build_action("Completed", data)
+        except BindError as exc:
+            if exc.path is None and not exc.missing:  # not the answer's fault: reply says
+                await proxy.reply(route, action, data)
+                return
+            said = answer.get("status") if isinstance(answer, dict) else None
+            status = status_after(said, None if said in ENDED else
+                                  await session_status(action["id"]))
+            order = proxy.placed.get(action["id"])
+            placed = f" (the merchant placed order {order})" if order else ""
+            misfit = ProxyAnswerError(f"Completed: the answer does not fit{placed}: {exc}",
+                                      attribute=exc.attribute, path=exc.path, route=route.name)
+            await proxy.fail(route, _with_status(action, status), misfit)
+            return
+        await proxy.reply(route, action, data)
 
     @proxy.observation(*ACKS)
     async def on_change(action: ActionInstance, performer: str) -> None:
@@ -118,3 +181,9 @@ def incremental_proxy(
         await proxy.attempt([instance])
 
     return proxy
+
+
+def _with_status(action: ActionInstance, status: str) -> ActionInstance:
+    """``action`` carrying ``status`` for :func:`escalation` (not an attribute of
+    Complete: it goes nowhere else)."""
+    return ActionInstance(action.action, {**action.bindings, "status": status})

@@ -7,17 +7,27 @@ merchant's discovery profile once, picks the newest version both sides support
 (:func:`strabo.ucp.versions.negotiate`), and translates at the wire: requests
 and headers out, answers and errors back (:mod:`strabo.ucp.versions`). Against
 a 2026-01-11 merchant it adds one GET of ``/.well-known/ucp`` and nothing else.
+
+Every request names the Platform's profile in ``UCP-Agent`` (``profile=``),
+which a merchant fetches (and one serving 2026-04-08 must be able to fetch:
+it refuses the request otherwise). The proxy serves that profile itself on a
+loopback port while it runs (:class:`strabo.ucp.profile.ProfileSite`), in the
+version it speaks, unless given ``platform_profile=``, a public URL where
+whoever runs it publishes :meth:`VersionedProxy.profile`. A header hook that
+names a profile of its own (an AP2 signer's) keeps it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import OrderedDict
 from typing import Any
 
-from strabo.proxy import ProxyAdapter, ProxyHTTPError, Route
+from strabo.proxy import ProxyAdapter, ProxyHTTPError, ProxyRequest, Route
 from strabo.ucp import versions
+from strabo.ucp.profile import ProfileSite, platform_profile
 
 log = logging.getLogger("strabo.ucp")
 SESSIONS_KEPT = 4096
@@ -32,10 +42,20 @@ class VersionedProxy(ProxyAdapter):
     merchant's discovery profile offers, read before the first request. A
     failed negotiation (no answer, ``version_unsupported``,
     ``profile_malformed``) is a ProxyError of the request that needed it, so the
-    route's failure policy answers it."""
+    route's failure policy answers it.
 
-    def __init__(self, *args: Any, ucp_version: str | None = None, **options: Any) -> None:
+    ``platform_profile`` is the public URL of the Platform profile to name in
+    ``UCP-Agent`` (publish :meth:`profile` there); None (the default) serves it
+    on loopback while the proxy runs (:attr:`profile_url`). Set it before
+    :meth:`start`. :attr:`declared` adds capabilities to the profile."""
+
+    def __init__(self, *args: Any, ucp_version: str | None = None,
+                 platform_profile: str | None = None, **options: Any) -> None:
         super().__init__(*args, **options)
+        self.platform_profile = platform_profile
+        self.declared: dict[str, dict[str, Any]] = {}
+        self._profile_site = ProfileSite(self.profile)
+        self.header_hook = self._naming_profile(self.header_hook)
         if ucp_version is not None and ucp_version not in versions.SUPPORTED:
             raise ValueError(f"ucp_version must be one of {', '.join(versions.SUPPORTED)} "
                              f"(or None, to negotiate), not {ucp_version!r}")
@@ -48,6 +68,49 @@ class VersionedProxy(ProxyAdapter):
         self._hook_for_old = self.header_hook
         if ucp_version is not None:
             self._speak(ucp_version)
+
+    @property
+    def profile_url(self) -> str | None:
+        """The Platform profile's URL named in ``UCP-Agent``: ``platform_profile``,
+        else the one served while the proxy runs (None before :meth:`start`)."""
+        return self.platform_profile or self._profile_site.url
+
+    def profile(self) -> dict[str, Any]:
+        """The Platform profile, in the version spoken (2026-01-11 until the
+        merchant's is known), with the AP2 extension and key when the proxy
+        has a signer (``ap2=``) and :attr:`declared`'s capabilities."""
+        return platform_profile(self.ucp_version or versions.OLD,
+                                signer=getattr(self, "ap2", None), declared=self.declared)
+
+    def _naming_profile(self, hook: Any) -> Any:
+        """``hook`` with ``profile="<profile_url>"`` in ``UCP-Agent`` when it names none."""
+
+        def named(request: ProxyRequest) -> dict[str, str]:
+            headers = dict(hook(request)) if hook is not None else {}
+            url = self.profile_url
+            name = next((k for k in headers if k.lower() == "ucp-agent"), "UCP-Agent")
+            value = headers.get(name, "")
+            if url is None or re.search(r'(^|;)\s*profile\s*=', value):
+                return headers
+            headers[name] = "; ".join(p for p in (f'profile="{url}"', value.strip()) if p)
+            return headers
+
+        return named
+
+    async def start(self) -> None:
+        if self.platform_profile is None:
+            await self._profile_site.open()
+        try:
+            await super().start()
+        except BaseException:
+            await self._profile_site.close()
+            raise
+
+    async def stop(self, grace: float = 5.0) -> None:
+        try:
+            await super().stop(grace)
+        finally:
+            await self._profile_site.close()
 
     def _speak(self, version: str) -> None:
         """Speak ``version`` from now on: its headers, through the header hook."""

@@ -2,6 +2,13 @@
 
 It knows nothing of HTTP or UCP sessions: it creates a checkout, completes it
 when the protocol enables that, and stops when the checkout is complete.
+
+It asks for shipping without naming ids it cannot know (each merchant has its
+own: ``addr_1``, ``dest_1``...): SimpleUCP gives it one say before the merchant
+offers anything, so the Business proxy picks among the offers
+(:func:`strabo.ucp.shipping.next_choice`: the first destination, the cheapest
+option) and Created's ``fulfillment`` tells the Platform what was offered and
+chosen.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
+from strabo.ucp import shipping
 from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
@@ -20,6 +28,8 @@ SAMPLE_LINE_ITEMS = [
     {"item": {"id": "bouquet_roses", "title": "Bouquet of Red Roses"}, "quantity": 1}
 ]
 SAMPLE_BUYER = {"full_name": "John Doe", "email": "john.doe@example.com"}
+# A full preference, for a merchant whose ids are known (the bundled one's);
+# the sample Platforms ask with shipping.ASK and choose among the offers.
 SAMPLE_FULFILLMENT_PREF = {
     "methods": [
         {
@@ -53,13 +63,15 @@ def platform_agent(
     @adapter.observation("Created", "Failed", "Completed")
     async def on_observation(action: ActionInstance, performer: str) -> None:
         log.info("Observed %s by %s", action.action.name, performer)
+        if action.name == "Created":
+            log_shipping(name, action.get("fulfillment"))
 
     @adapter.on_enabled("Create")
     async def on_create_enabled(fa: FeasibleAction) -> None:
         await adapter.attempt([fa.bind(
             line_items=SAMPLE_LINE_ITEMS, currency="USD", buyer=SAMPLE_BUYER,
             payment_pref={}, discount_codes={"codes": ["10OFF"]},
-            fulfillment_pref=SAMPLE_FULFILLMENT_PREF)])
+            fulfillment_pref=shipping.ASK)])
 
     @adapter.on_enabled("Complete")
     async def on_complete_enabled(fa: FeasibleAction) -> None:
@@ -67,3 +79,10 @@ def platform_agent(
             payment_data=SAMPLE_PAYMENT_DATA, risk_signals={"ip": "127.0.0.1"})])
 
     return adapter, done
+
+
+def log_shipping(agent: str, fulfillment: Any) -> None:
+    """Say what the merchant offered and what was chosen (INFO)."""
+    destination, options = shipping.chosen(fulfillment)
+    log.info("%s: shipping to %s by %s", agent, destination or "(none chosen)",
+             ", ".join(options) or "(no option chosen)")

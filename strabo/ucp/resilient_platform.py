@@ -14,6 +14,10 @@ completes. Every ending the Business can say is handled:
   says ``Cancelled``;
 * ``Failed``: the checkout could not be opened.
 
+It asks for shipping (``shipping.ASK``) without naming the merchant's ids; as
+in SimpleUCP, the proxy picks among the offers before Created, whose
+``fulfillment`` says what was chosen.
+
 ``outcome`` holds the ending; ``done`` is set when the enactment is complete.
 """
 
@@ -27,11 +31,12 @@ from typing import Any
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
+from strabo.ucp import shipping
 from strabo.ucp.platform_agent import (
     SAMPLE_BUYER,
-    SAMPLE_FULFILLMENT_PREF,
     SAMPLE_LINE_ITEMS,
     SAMPLE_PAYMENT_DATA,
+    log_shipping,
 )
 from syncserver.bundled import path as bundled_protocol
 
@@ -83,9 +88,10 @@ class ResilientPlatform(PeachAdapter):
     async def _create(self, fa: FeasibleAction) -> None:
         await self.attempt([fa.bind(
             line_items=self.line_items, currency="USD", buyer=SAMPLE_BUYER, payment_pref={},
-            fulfillment_pref=SAMPLE_FULFILLMENT_PREF)])
+            fulfillment_pref=shipping.ASK)])
 
     async def _created(self, created: ActionInstance, performer: str) -> None:
+        log_shipping(self.name, created.get("fulfillment"))
         if self.update is None:
             await self._complete(created)
             return

@@ -103,8 +103,12 @@ def resilient_proxy(
                 await unsaid(trigger, f"{name} cannot be performed: {exc}")
                 return
             log.warning("%s: %s does not fit: %s", proxy.name, name, exc)
+            checkout = trigger.get("id")
+            order = proxy.placed.get(checkout) if isinstance(checkout, str) else None
+            said = (f"the merchant placed order {order}, but its answer does not fit: {exc}"
+                    if order else f"{name} from the merchant: {exc}")
             note = {"type": "error", "code": "invalid_answer", "severity":
-                    "requires_buyer_review", "content": f"{name} from the merchant: {exc}"}
+                    "requires_buyer_review", "content": said}
             built, problem = None, f"{name} does not fit: {exc}"
             for fallback in dict.fromkeys(n for n in (MISFIT.get(name), name) if n):
                 try:

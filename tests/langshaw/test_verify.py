@@ -34,6 +34,7 @@ SHIPPED = {
     "logistics.lsh": ("ok", "ok"),
     "contract-net.lsh": ("ok", "unsafe"),  # nogo Cancel -/> Confirmed
     "flexible-purchase.lsh": ("ok", "ok"),
+    "ucp-order.lsh": ("ok", "ok"),  # every action by the Business
 }
 
 

