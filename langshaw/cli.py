@@ -6,7 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from langshaw.model import LangshawProtocol
 
 DESCRIPTION = """\
 Parse and validate Langshaw protocol files.
@@ -34,8 +37,15 @@ each at its place in the file and with a shortest trace that reaches it:
 policy), 'decentralized' (peers exchanging messages), or 'both'. With --json,
 print one JSON object per file instead (reports, diagnostics, traces).
 
+With --diagram FILE (one protocol), also write the protocol's diagram: roles
+as lanes, actions with their parameters (key, done: a dependency, out: the
+performer binds it, in: carried), dependencies as arrows, sub-scopes, nono and
+nogo, and a legend. SVG, or Mermaid text with --format mermaid or a FILE ending
+in .mmd. With --verify too, each counterexample is written next to it as a
+sequence chart, FILE-counterexample-1.svg and so on, the breaking step marked.
+
 Exit status: 0 when every file is valid (and, with --verify, live and safe),
-1 otherwise.
+1 otherwise, 2 when a diagram cannot be written or --format is unknown.
 """
 
 
@@ -87,6 +97,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print JSON (one object per file) instead of text"
     )
+    parser.add_argument(
+        "--diagram",
+        metavar="FILE",
+        help="write the protocol's diagram to FILE (and, with --verify, each "
+        "counterexample as FILE-counterexample-N): see below",
+    )
+    parser.add_argument(
+        "--format",
+        dest="diagram_format",
+        metavar="FORMAT",
+        help="the diagrams' format: svg or mermaid (default: mermaid for a FILE "
+        "ending in .mmd, else svg)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -108,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         args.semantics = [args.semantics]
     as_json = getattr(args, "json", False)
+    problem = _diagram_problem(args)
+    if problem:
+        print(f"strabo check: {problem}", file=sys.stderr)
+        return 2
     documents = []
     failed = 0
     for name in args.files:
@@ -128,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         document["valid"] = True
+        reports: list[Any] = []
         if not args.quiet and not as_json:
             print(protocol.describe())
         if getattr(args, "verify", False):
@@ -143,6 +171,14 @@ def run(args: argparse.Namespace) -> int:
             if any(d.severity == "error" for d, _ in found):
                 failed += 1
                 document["valid"] = False
+        if getattr(args, "diagram", None):
+            problem = _write_diagrams(args, protocol, reports, document)
+            if problem:
+                print(f"strabo check: {problem}", file=sys.stderr)
+                return 2
+            if not args.quiet and not as_json:
+                for written in [document["diagram"], *document.get("counterexamples", [])]:
+                    print(f"  diagram: {written}")
         if not args.quiet and not as_json:
             print()
     if as_json:
@@ -156,6 +192,47 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet and not as_json:
         print(f"{total} file(s) {what}")
     return 0
+
+
+def _diagram_problem(args: argparse.Namespace) -> str | None:
+    """Why the diagram options cannot be followed (before any checking), if so."""
+    from langshaw.diagrams import format_of
+
+    diagram, fmt = getattr(args, "diagram", None), getattr(args, "diagram_format", None)
+    if diagram is None:
+        return "--format applies to --diagram only" if fmt is not None else None
+    if len(args.files) != 1:
+        return f"--diagram draws one protocol, not {len(args.files)}: give one FILE"
+    try:
+        args.diagram_format = format_of(diagram, fmt)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _write_diagrams(
+    args: argparse.Namespace,
+    protocol: LangshawProtocol,
+    reports: list[Any],
+    document: dict[str, Any],
+) -> str | None:
+    """Write the diagram (and the counterexamples of ``document``'s reports);
+    the reason, in one line, if a file cannot be written."""
+    from langshaw import diagrams
+
+    fmt, path = args.diagram_format, Path(args.diagram)
+    texts = {path: diagrams.protocol_diagram(protocol, fmt)}
+    for n, chart in enumerate(diagrams.counterexamples(protocol, reports), 1):
+        texts[diagrams.counterexample_path(path, n)] = diagrams.sequence_diagram(chart, fmt)
+    for target, text in texts.items():
+        try:
+            target.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            return f"cannot write the diagram {str(target)!r}: {reason}"
+    document["diagram"] = str(path)
+    document["counterexamples"] = [str(t) for t in list(texts)[1:]]
+    return None
 
 
 def _emit(

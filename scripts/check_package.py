@@ -122,6 +122,7 @@ def use(venv: Path, work: Path) -> None:
     run([strabo, "check", "--verify", *PATTERN_NAMES], work)
     run([strabo, "check", "--verify", "--semantics", "shared", *BUNDLED], work)
     run([strabo, "protocols", "purchase"], work)
+    diagrams(strabo, names, work)
     for protocol in ("atomic", "incremental"):
         for policy in ("instant", "batched"):
             run([strabo, "demo", "--protocol", protocol, "--policy", policy], work, timeout=120)
@@ -147,6 +148,28 @@ def use(venv: Path, work: Path) -> None:
                "--port", "0"]
     with served(command, work) as syncserver:
         probe(syncserver, "/mas/purchase", {"Authorization": "Bearer buyer-secret"})
+
+
+def diagrams(strabo: str, names: list[str], work: Path) -> None:
+    """`strabo check --diagram` of every bundled protocol, from the installed
+    wheel: each an SVG that XML can read (and a Mermaid flowchart for one)."""
+    import xml.etree.ElementTree as ET
+
+    out = work / "diagrams"
+    out.mkdir(exist_ok=True)
+    for name in names:
+        target = out / (name.replace("/", "-") + ".svg")
+        run([strabo, "check", "-q", "--diagram", str(target), name], work)
+        try:
+            root = ET.parse(target).getroot()
+        except (OSError, ET.ParseError) as exc:
+            raise Failed(f"the diagram of {name} is not valid SVG: {exc}") from None
+        if root.tag != "{http://www.w3.org/2000/svg}svg":
+            raise Failed(f"the diagram of {name} is a <{root.tag}>, not an SVG")
+    run([strabo, "check", "-q", "--diagram", str(out / "purchase.mmd"), "purchase"], work)
+    if not (out / "purchase.mmd").read_text().startswith("%% Purchase: protocol diagram\n"):
+        raise Failed("strabo check --diagram purchase.mmd wrote no Mermaid flowchart")
+    print(f"  ok  {len(names)} protocol diagrams are valid SVG", flush=True)
 
 
 def installed_files(venv: Path, work: Path) -> list[str]:
