@@ -34,6 +34,8 @@ PATTERN_NAMES = [
 SCHEMAS = sorted(p.name for p in (ROOT / "protocols").glob("*/*.json"))
 # The pattern protocols and their scenarios (strabo simulate NAME finds them).
 PATTERNS = sorted(p.name for p in (ROOT / "protocols" / "patterns").glob("*.*"))
+# The dashboard's page (syncserver/ui/: package data, not a package).
+UI = sorted(p.name for p in (ROOT / "syncserver" / "ui").iterdir() if p.is_file())
 
 
 # Folders installed under another name (pyproject.toml's package-dir).
@@ -110,6 +112,23 @@ def probe(url: str, path: str, headers: dict[str, str] | None = None) -> None:
     print(f"  ok  GET {path} -> {str(body)[:60]}", flush=True)
 
 
+def probe_ui(url: str) -> None:
+    """The dashboard's files, served from the installed package with their
+    policy, and the viewer token reading the API."""
+    for name in ("", *UI):
+        path = "/ui" + (f"/{name}" if name and name != "index.html" else "")
+        with urllib.request.urlopen(url + path, timeout=10) as response:
+            body = response.read()
+            csp = response.headers.get("Content-Security-Policy", "")
+            if "default-src 'self'" not in csp or not body:
+                raise Failed(f"GET {path}: {len(body)} bytes, policy {csp!r}")
+            if response.headers.get("X-Content-Type-Options") != "nosniff":
+                raise Failed(f"GET {path} lacks X-Content-Type-Options: nosniff")
+    print(f"  ok  GET /ui and its files {UI} from the installed package", flush=True)
+    probe(url, "/mas", {"Authorization": "Bearer viewer-secret"})
+    probe(url, "/mas/purchase/stats", {"Authorization": "Bearer viewer-secret"})
+
+
 def use(venv: Path, work: Path) -> None:
     """Every command the docs show, from a directory that is not the checkout."""
     strabo = str(venv / "bin" / "strabo")
@@ -140,6 +159,7 @@ def use(venv: Path, work: Path) -> None:
         run([strabo, "demo", "--merchant", merchant, "--timeout", "30"], work, timeout=120)
     config = work / "mas.toml"
     config.write_text(
+        '[server]\ndashboard = true\nviewer_token = "viewer-secret"\n'
         '[mas.purchase]\nprotocols = ["purchase"]\n'
         '[mas.purchase.agents.buyer]\nroles = ["Buyer"]\ntoken = "buyer-secret"\n'
         '[mas.purchase.agents.seller]\nroles = ["Seller"]\ntoken = "seller-secret"\n'
@@ -148,6 +168,7 @@ def use(venv: Path, work: Path) -> None:
                "--port", "0"]
     with served(command, work) as syncserver:
         probe(syncserver, "/mas/purchase", {"Authorization": "Bearer buyer-secret"})
+        probe_ui(syncserver)
 
 
 def diagrams(strabo: str, names: list[str], work: Path) -> None:
@@ -198,6 +219,9 @@ def check_layout(files: list[str]) -> None:
                       if f.startswith("syncserver/protocols/patterns/"))
     if patterns != PATTERNS:
         raise Failed(f"the wheel holds the pattern files {patterns}, not {PATTERNS}")
+    ui = sorted(f.rsplit("/", 1)[-1] for f in files if f.startswith("syncserver/ui/"))
+    if ui != UI:
+        raise Failed(f"the wheel holds the dashboard files {ui}, not {UI}: see package-data")
     print(f"  ok  top-level packages {[t for t in tops if '.' not in t]}; "
           f"{len(lsh)} bundled protocols, {len(schemas)} schema files", flush=True)
 

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,8 +21,9 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from langshaw.values import json_problem
+from syncserver._figures import counted
 from syncserver.config import AgentConfig
-from syncserver.errors import ServiceError, error_bytes, internal
+from syncserver.errors import Rejected, ServiceError, error_bytes, internal
 from syncserver.ledger import Ledger
 from syncserver.server import SyncServer
 from syncserver.wire import AttemptIn, describe
@@ -82,13 +84,23 @@ async def finalize(
         problem = json_problem(instance.bindings, f"instances[{index}].bindings")
         if problem is not None:  # NaN, Infinity, 1e400: not JSON, not re-sendable
             raise ServiceError(400, "bad-json", f"the body is not valid JSON: {problem}")
-    receipt = await server.attempt(
-        mas,
-        protocol,
-        agent,
-        [{"action": i.action, "bindings": i.bindings} for i in parsed.instances],
-        attempt_id=parsed.attempt_id,
-    )
+    figures = counted(server)  # the dashboard's counters and refusals (syncserver._figures)
+    started = time.monotonic()
+    try:
+        receipt = await server.attempt(
+            mas,
+            protocol,
+            agent,
+            [{"action": i.action, "bindings": i.bindings} for i in parsed.instances],
+            attempt_id=parsed.attempt_id,
+        )
+    except Rejected as exc:
+        if figures is not None:
+            figures.attempted(mas, started, True)
+            figures.refused(mas, protocol, agent.name, exc)
+        raise
+    if figures is not None:
+        figures.attempted(mas, started, False)
     # The caller knows its own instances: send their positions in the batch and
     # its size. The other entries of a batched window reach every agent on its
     # stream: sent in each answer too, a burst of N would cost N² entries.

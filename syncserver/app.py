@@ -25,7 +25,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from langshaw import ABSENT
-from syncserver._attempts import AttemptsEndpoint, Shortcut, authorize, encode
+from syncserver import _dashboard
+from syncserver._attempts import AttemptsEndpoint, Shortcut, encode
 from syncserver._channel import EXTENSION, UPGRADE, Channel
 from syncserver._presence import Presence
 from syncserver._rawstream import HANDOVER, RawStream
@@ -66,10 +67,9 @@ def _served(request: Request) -> _Served:
 
 
 def _caller(request: Request) -> AgentConfig:
-    served = _served(request)
-    server = served.server
-    header = request.headers.get("authorization", "")
-    return authorize(server, request.path_params["mas"], header)
+    """The agent the token names, or the viewer (syncserver._dashboard), who
+    reads every protocol and attempts nothing: only GET endpoints call this."""
+    return _dashboard.reader(request)
 
 
 async def health(request: Request) -> Response:
@@ -201,6 +201,7 @@ async def channel(request: Request) -> Response:
     limits = served.limits
     presence = served.presence
     heartbeat = served.heartbeat
+    _dashboard.refuse_viewer(request)  # a channel carries attempts: agents only
     agent, ledger = _ledger_for(request)
     tokens = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
     if "upgrade" not in tokens or request.headers.get("upgrade", "").lower() != UPGRADE:
@@ -405,6 +406,7 @@ def create_app(
             Route(prefix + "/log", read_log),
             Route(prefix + "/enactments", enactments),
             Route(prefix + "/enactment", enactment),
+            *_dashboard.routes(server),
         ],
         exception_handlers={
             ServiceError: service_error,

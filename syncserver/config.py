@@ -76,6 +76,10 @@ class Config:
     batch_window_ms: float | None = None
     db: str | None = None
     limits: Limits = field(default_factory=Limits)
+    #: Serve the read-only dashboard at /ui (syncserver._dashboard).
+    dashboard: bool = False
+    #: A token that reads (GET) every MAS here and attempts nothing.
+    viewer_token: str | None = None
 
 
 # The shape of the file, checked by pydantic; what the shape cannot say (roles,
@@ -99,9 +103,18 @@ def _limit(default: object) -> tuple[Any, Any]:
     return float | None, must("a positive number of seconds", gt=0)
 
 
-# The [server] table: the settings above and every field of Limits, same names.
+# The [server] table: the settings above, every field of Limits (same names),
+# and the dashboard's (syncserver._dashboard: /ui, and its read-only token).
+_DASHBOARD: dict[str, Any] = {
+    "dashboard": (bool, must("true or false", False)),
+    "viewer_token": (str | None, must("a non-empty string", min_length=1)),
+    "viewer_token_env": (str | None, must("the name of an environment variable", min_length=1)),
+}
 _Server: type[_ServerBase] = create_model(  # type: ignore[call-overload]
-    "_Server", __base__=_ServerBase, **{f.name: _limit(f.default) for f in fields(Limits)}
+    "_Server",
+    __base__=_ServerBase,
+    **{f.name: _limit(f.default) for f in fields(Limits)},
+    **_DASHBOARD,
 )
 
 
@@ -178,6 +191,8 @@ def build_config(
                 )
             tokens[agent.token] = agent.name
         all_mas[mas_name] = MASConfig(mas_name, protocols, agents, tokens)
+    options = {k: getattr(server, k) for k in _DASHBOARD} if server is not None else {}
+    viewer = _viewer_token(options, all_mas, env, problems) if server is not None else None
     if problems:
         raise ConfigError(problems.messages)
     assert server is not None
@@ -187,7 +202,35 @@ def build_config(
         batch_window_ms=server.batch_window_ms,
         db=db,
         limits=limits,
+        dashboard=bool(options["dashboard"]),
+        viewer_token=viewer,
     )
+
+
+def _viewer_token(
+    options: Mapping[str, Any], systems: Mapping[str, MASConfig], env: Mapping[str, str],
+    problems: Problems,
+) -> str | None:
+    """The dashboard's read-only token (``viewer_token`` or ``viewer_token_env``),
+    which must not be an agent's: a token names one caller."""
+    where = ("server", "viewer_token")
+    token: str | None = options["viewer_token"]
+    variable: str | None = options["viewer_token_env"]
+    if token is not None and variable is not None:
+        problems.add(where, "give at most one of viewer_token and viewer_token_env")
+        return None
+    if variable is not None:
+        token = env.get(variable)
+        if not token:
+            problems.add(
+                ("server", "viewer_token_env"),
+                f"environment variable {variable} is not set (or empty)",
+            )
+            return None
+    if token is not None and any(token in system.tokens for system in systems.values()):
+        problems.add(where, "is an agent's token: the viewer needs a token of its own")
+        return None
+    return token
 
 
 Where = tuple[str, ...]
