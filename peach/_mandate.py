@@ -12,6 +12,7 @@ without one. The SyncServer checks the same clauses again with its own counts
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -36,6 +37,8 @@ class PeachAdapter(Protocol):
 
     name: str
     approve: Approver | None
+    executor: Any
+    protocol: Any
 
     @property
     def state(self) -> SocialState: ...
@@ -53,7 +56,9 @@ class _Counts:
         self.flying = flying
 
     def root(self, instance: ActionInstance) -> tuple[Any, ...]:
-        return self.adapter.state.root_of(instance.bindings)
+        # .get: an unbound root key is the protocol's to refuse, not a KeyError.
+        keys = self.adapter.state.protocol.root_keys
+        return tuple(instance.bindings.get(k) for k in keys)
 
     def exists(self, root: tuple[Any, ...]) -> bool:
         return self.adapter.state.enactment(root) is not None or any(
@@ -90,13 +95,30 @@ class _Counts:
         return started + len(fresh)
 
 
+#: The attempts in flight of each agent in each protocol, by executor: shared by
+#: every guard of that agent there, so that neither a mandate set anew while
+#: attempts fly (a new guard) nor a second adapter of the agent on the same
+#: executor starts from an empty list and lets a burst past the count.
+_FLYING: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _flying(adapter: PeachAdapter) -> list[Sequence[ActionInstance]]:
+    key = (adapter.name, getattr(adapter.protocol, "name", ""))
+    try:
+        return _FLYING.setdefault(adapter.executor, {}).setdefault(key, [])
+    except TypeError:  # an executor that cannot be weakly referenced: the guard's own
+        return []
+
+
 class MandateGuard:
     """One adapter's mandate: checked, and approved, around each attempt."""
 
     def __init__(self, adapter: PeachAdapter, mandate: Mandate) -> None:
         self.adapter = adapter
         self.mandate = mandate
-        self._flying: list[Sequence[ActionInstance]] = []
+        self._flying = _flying(adapter)
         self.counts = _Counts(adapter, self._flying)
 
     @contextlib.asynccontextmanager
@@ -127,7 +149,9 @@ class MandateGuard:
             )
         else:
             try:
-                if await approve(self.adapter.name, list(items)):
+                # True only: an approver that returns "no", or any other truthy
+                # non-answer, has not said yes.
+                if await approve(self.adapter.name, list(items)) is True:
                     return
                 reason = f"{what} was not approved by the principal"
             except Exception as exc:  # an approver that fails approves nothing

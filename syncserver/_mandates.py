@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, SocialState, Violation
-from syncserver.mandate import Mandate
+from syncserver.mandate import Mandate, _is_root
 
 __all__ = ["MandateBook"]
 
@@ -37,18 +37,29 @@ class MandateBook:
         self._started.clear()
 
     def root(self, instance: ActionInstance) -> tuple[Any, ...]:
-        return tuple(instance.bindings[k] for k in self.root_keys)
+        # .get: the counts are checked before the protocol's rules, which refuse
+        # an unbound root key (Mandate.check_counts leaves such roots to them).
+        return tuple(instance.bindings.get(k) for k in self.root_keys)
 
     def fresh(
         self, instances: Sequence[ActionInstance], state: SocialState
     ) -> set[tuple[Any, ...]]:
         """The roots ``instances`` would start: call it before the state applies them."""
-        return {r for r in map(self.root, instances) if state.enactment(r) is None}
+        # Called before the protocol's check (ledger.accept): a root that is no
+        # key (unhashable) is skipped here, and the attempt then refused there.
+        return {
+            r for r in map(self.root, instances) if _is_root(r) and state.enactment(r) is None
+        }
 
     def add(
-        self, performer: str, instances: Sequence[ActionInstance], fresh: set[tuple[Any, ...]]
+        self,
+        performer: str,
+        instances: Sequence[ActionInstance],
+        fresh: set[tuple[Any, ...]],
+        journal: list[Any] | None = None,
     ) -> None:
-        """Count ``performer``'s accepted ``instances`` (``fresh``: the roots they started)."""
+        """Count ``performer``'s accepted ``instances`` (``fresh``: the roots they
+        started); with ``journal``, note the count so that :meth:`undo` can take it back."""
         if performer not in self.watched:
             return
         for instance in instances:
@@ -56,6 +67,20 @@ class MandateBook:
             self._per_root[(performer, name, self.root(instance))] += 1
             self._per_run[(performer, name)] += 1
         self._started[performer] += len(fresh)
+        if journal is not None:
+            journal.append((performer, list(instances), len(fresh)))
+
+    def undo(self, journal: list[Any]) -> None:
+        """Take back the counts noted in ``journal`` (and empty it): for a check
+        that is undone with the state's (a clash over a shared log, then checked
+        again), which would otherwise count its attempts twice."""
+        for performer, instances, started in reversed(journal):
+            for instance in instances:
+                name = instance.action.name
+                self._per_root[(performer, name, self.root(instance))] -= 1
+                self._per_run[(performer, name)] -= 1
+            self._started[performer] -= started
+        journal.clear()
 
     def add_batch(self, entries: Sequence[Any], state: SocialState) -> None:
         """Count a batch's entries (``Entry``: instance and performer) the state

@@ -304,6 +304,7 @@ class SharedFinalizer:
         ledger = self.ledger
         state, keys = ledger.state, ledger.protocol.root_keys
         journal: list[Any] = []  # what the accepted attempts changed, to undo it
+        counted: list[Any] = []  # and what they added to the mandates' counts
         accepted: Pending = []
         rejected: list[Rejection] = []
         rows: list[tuple[int, int, str, str, str, str, str | None]] = []
@@ -324,12 +325,15 @@ class SharedFinalizer:
                 if violation is not None:
                     rejected.append((attempt, future, violation))
                     continue
-                # Counted before the commit: a turn that fails leaves the count
-                # high until the state is rebuilt (refusing more, never less).
+                # Counted before the commit, and taken back with the state's
+                # changes when the check is undone; a turn whose outcome is
+                # unknown leaves the count high until the state is rebuilt
+                # (refusing more, never less).
                 ledger.book.add(
                     attempt.performer,
                     attempt.instances,
                     ledger.book.fresh(attempt.instances, state),
+                    counted,
                 )
                 state.apply(attempt.instances, journal)
                 accepted.append((attempt, future))
@@ -339,6 +343,7 @@ class SharedFinalizer:
                     rows.append((rel, idx, root, instance.action.name, performer, text, key))
         except Exception as exc:  # a bug: answer every attempt rather than none
             state.undo(journal)
+            ledger.book.undo(counted)
             log.exception("%s/%s: checking attempts failed", ledger.mas, ledger.protocol.name)
             self._answer(work, _internal(exc))
             return []
@@ -355,9 +360,11 @@ class SharedFinalizer:
                 ledger.begin_rebuild()  # the state holds attempts perhaps not recorded
             else:
                 state.undo(journal)
+                ledger.book.undo(counted)
             return []
         if done.clash:
             state.undo(journal)
+            ledger.book.undo(counted)
             if not self._apply_missed(done):
                 self._answer(work, _unreadable())
                 return []

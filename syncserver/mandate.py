@@ -41,6 +41,7 @@ from jsonpath_ng.ext import parse as parse_path  # type: ignore[attr-defined]
 from pydantic import field_validator
 
 from langshaw import ABSENT, ActionInstance, LangshawProtocol, SocialState, Violation
+from langshaw.values import valid_key_value
 from syncserver.settings import Problems, SettingsError, Table, must
 
 __all__ = ["Counts", "Mandate", "MandateError", "read_mandate"]
@@ -190,8 +191,13 @@ class Mandate:
             if not known_action(name, at):
                 continue
             limit = checker.check(_Times, table, at)
-            if limit is not None:
-                times[name] = (limit.per_enactment, limit.per_run)
+            if limit is None:
+                continue
+            if limit.per_enactment is None and limit.per_run is None:
+                # As for values: an entry that bounds nothing is a mistake, not a bound.
+                problem(at, "bounds nothing: give per_enactment or per_run")
+                continue
+            times[name] = (limit.per_enactment, limit.per_run)
         bounds: list[_Bound] = []
         for target, table in (spec.values or {}).items():
             at = (*here, "values", target)
@@ -204,8 +210,9 @@ class Mandate:
                 else attribute in attributes
             )
             if not has:
-                owner = f"{action} has" if action else "no action of these protocols has"
-                problem(at, f"{owner} no attribute {attribute!r}")
+                # "no action ... has an attribute": not "has no attribute" twice over.
+                owner = f"{action} has no" if action else "no action of these protocols has an"
+                problem(at, f"{owner} attribute {attribute!r}")
                 continue
             if isinstance(table, Mapping):  # "in" is a Python keyword: "allowed" inside
                 table = {("allowed" if k == "in" else k): v for k, v in table.items()}
@@ -219,6 +226,10 @@ class Mandate:
             if all(v is None for v in given):
                 problem(at, "bounds nothing: give min, max, total or in")
                 continue
+            if bound.min is not None and bound.max is not None and bound.min > bound.max:
+                # Every value would be refused: surely min and max swapped, not a bound.
+                problem(at, f"min {_number(bound.min)} is above max {_number(bound.max)}")
+                continue
             bounds.append(
                 _Bound(
                     target, action or None, attribute, path, bound.min, bound.max,
@@ -231,9 +242,10 @@ class Mandate:
             found = checker.check(_Ceiling, spec.ceiling, at)
             if found is not None:
                 path = _path(found.path, (*at, "path"), problem)
-                fine = (found.path is None or path is not None) and all(
-                    known_action(a, (*at, "on")) for a in found.on
-                )
+                # A list, not all(...) after an ``and``: each unknown action is
+                # reported, even after a bad path or another unknown action.
+                known = [known_action(a, (*at, "on")) for a in found.on]
+                fine = (found.path is None or path is not None) and all(known)
                 if found.attribute not in attributes:
                     problem((*at, "attribute"), f"no action here binds {found.attribute!r}")
                 elif fine:
@@ -286,9 +298,15 @@ class Mandate:
             return None
         here: dict[tuple[str, tuple[Any, ...] | None], int] = {}
         new_roots: set[tuple[Any, ...]] = set()
+        roots = [counts.root(instance) for instance in instances]
+        if not all(_is_root(root) for root in roots):
+            # A root key unbound, or bound to what cannot be a key: the protocol
+            # refuses the attempt (checked next, or already); counting it would
+            # raise instead (a 500, or a whole batched window failed with it).
+            return None
         for index, instance in enumerate(instances):
             name = instance.action.name
-            root = counts.root(instance)
+            root = roots[index]
             if self.enactments is not None and not counts.exists(root) and root not in new_roots:
                 new_roots.add(root)
                 if counts.started() + len(new_roots) > self.enactments:
@@ -441,8 +459,13 @@ def _numbers(path: Any, value: Any) -> list[float]:
     for item in picked:
         if isinstance(item, bool):
             continue
-        if isinstance(item, (int, float)) and math.isfinite(item):
-            numbers.append(float(item))
+        if isinstance(item, int):
+            # float() of an int past 1e308 raises (OverflowError): such a number
+            # is left out, so the bound refuses it as no number, never a 500.
+            if abs(item) < 10**300:
+                numbers.append(float(item))
+        elif isinstance(item, float) and math.isfinite(item):
+            numbers.append(item)
         elif isinstance(item, str):
             try:
                 number = float(item)
@@ -493,6 +516,11 @@ def _bound_values(state: SocialState, instance: ActionInstance, attribute: str) 
             if value is not ABSENT and value is not None:
                 found.append(value)
     return found
+
+
+def _is_root(root: tuple[Any, ...]) -> bool:
+    """Whether ``root`` can name an enactment: the protocol's own test of keys."""
+    return all(valid_key_value(v) for v in root)
 
 
 def _same(a: Any, b: Any) -> bool:

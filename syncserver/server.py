@@ -16,6 +16,7 @@ from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
 from langshaw.identity import describe_changes, meaning_digest, meaning_text
+from langshaw.values import valid_key_value
 from syncserver._mandates import MandateBook
 from syncserver._pgstore import PostgresStore
 from syncserver.batch import Batch
@@ -291,10 +292,18 @@ class SyncServer:
         violation = mandate.check_values(instances)
         ceiling = mandate.ceiling
         if violation is None and ceiling is not None:
-            paying = [i for i in instances if i.action.name in ceiling.on]
-            for root in {ledger.state.root_of(i.bindings) for i in paying}:
+            keys = ledger.protocol.root_keys
+            # An instance whose root is no valid key (unbound, a list) is the
+            # protocol's to refuse, in the ledger: the ceiling passes it by.
+            rooted = [
+                (tuple(i.bindings.get(k) for k in keys), i)
+                for i in instances
+                if i.action.name in ceiling.on
+            ]
+            rooted = [(r, i) for r, i in rooted if all(valid_key_value(v) for v in r)]
+            for root in dict.fromkeys(r for r, _ in rooted):
                 view = await ledger.view(root)
-                mine = [i for i in paying if view.root_of(i.bindings) == root]
+                mine = [i for r, i in rooted if r == root]
                 violation = mandate.check_ceiling(mine, view)
                 if violation is not None:
                     violation = replace(violation, index=instances.index(mine[violation.index]))
