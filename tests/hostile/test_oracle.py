@@ -552,6 +552,9 @@ class Generator:
         by two roles when the protocol allows it (a sayso chain), else by two
         agents of one role."""
         pairs = conflict_pairs(self.legal_now(rng))
+        # Two different values are needed: a type with one good value (a const)
+        # leaves no conflict to make.
+        pairs = [p for p in pairs if len(good(self.protocol, p[2])) >= 2]
         across = [p for p in pairs if p[0].action.actor != p[1].action.actor]
         if of_roles or (across and rng.random() < 0.7):
             pairs = across

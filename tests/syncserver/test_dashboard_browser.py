@@ -188,3 +188,33 @@ async def test_the_dashboard_follows_an_enactment_live_and_shows_bindings_as_tex
             if os.environ.get("STRABO_SCREENSHOTS") == "1":
                 SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
                 await asyncio.to_thread(browser.save_screenshot, str(SCREENSHOT))
+
+
+DIAGRAM = Path(__file__).resolve().parents[2] / "docs" / "diagrams" / "purchase.svg"
+DIAGRAM_SHOT = SCREENSHOT.parent / "diagram-purchase.png"
+
+
+def test_a_protocol_diagram_renders_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    """The SVG `strabo check --diagram` writes, as a browser draws it: it parses
+    (an XML error page otherwise), and shows each role and action as text."""
+    from langshaw import LangshawProtocol
+    from langshaw.diagrams import protocol_diagram
+    from syncserver.bundled import path
+
+    purchase = LangshawProtocol.load(path("purchase"))
+    svg = tmp_path / "purchase.svg"
+    svg.write_text(protocol_diagram(purchase, "svg"))
+    browser.get(svg.as_uri())
+    texts = browser.execute_script(
+        "return Array.from(document.querySelectorAll('text'), t => t.textContent)"
+        " .concat([document.documentElement.nodeName,"
+        " String(document.querySelector('parsererror') !== null)])"
+    )
+    *shown, root, broken = texts
+    assert root == "svg" and broken == "false", texts[-5:]
+    for name in [*purchase.roles, *purchase.actions]:
+        assert any(name in t for t in shown), name
+    if os.environ.get("STRABO_SCREENSHOTS") == "1":
+        browser.set_window_size(1400, 1000)
+        browser.get(DIAGRAM.as_uri())
+        browser.save_screenshot(str(DIAGRAM_SHOT))
