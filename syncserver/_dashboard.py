@@ -26,12 +26,11 @@ from starlette.routing import Route
 
 from syncserver._attempts import authorize, encode
 from syncserver._figures import figures_of
-from syncserver.config import AgentConfig
+from syncserver.config import VIEWER, AgentConfig
 from syncserver.errors import ServiceError
 from syncserver.server import SyncServer
 
 #: The name the viewer goes by (in ``GET /mas/{mas}`` and the stream counts).
-VIEWER = "(viewer)"
 
 #: The page's files: name -> media type. Nothing else under /ui is served.
 FILES = {
@@ -124,8 +123,10 @@ async def refusals(request: Request) -> Response:
     an agent sees its own, the viewer everyone's."""
     who = reader(request)
     mas = request.path_params["mas"]
-    figures = figures_of(_server(request))
-    shown = figures.refusals(mas, None if who.name == VIEWER else who.name)
+    server = _server(request)
+    # The token says who is the viewer: an agent may be named "(viewer)" too.
+    viewer = is_viewer(server, _token(request))
+    shown = figures_of(server).refusals(mas, None if viewer else who.name)
     return _json({"mas": mas, "refusals": shown})
 
 
@@ -166,6 +167,9 @@ def routes(server: SyncServer) -> list[Route]:
 
     async def page(request: Request) -> Response:
         name = request.path_params.get("name", "index.html")
+        if name == "index.html" and "name" in request.path_params:
+            # Its relative paths (ui/dashboard.js) resolve from /ui only.
+            raise ServiceError(404, "not-found", "the page is /ui, not /ui/index.html")
         if name not in files:
             raise ServiceError(404, "not-found", f"no such file: /ui/{name}")
         return Response(files[name], media_type=FILES[name], headers=HEADERS)

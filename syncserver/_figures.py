@@ -25,7 +25,8 @@ REFUSALS = 100
 #: Seconds of per-second buckets kept; ``GET .../stats`` averages over WINDOW.
 BUCKETS = 64
 WINDOW = 10
-#: Longest refusal message kept (a message may quote a value an agent sent).
+#: Longest refusal message, action or attribute kept (each may quote what an
+#: agent sent).
 MAX_MESSAGE = 500
 
 
@@ -104,18 +105,16 @@ class Figures:
         if ring is None:
             ring = self._refusals[mas] = deque(maxlen=self._size)
         violation = rejected.violation
-        message = violation.message
-        if len(message) > MAX_MESSAGE:
-            message = message[: MAX_MESSAGE - 3] + "..."
         ring.append(
             {
                 "time": _iso(time.time()),
                 "protocol": protocol,
                 "agent": agent,
                 "rule": violation.rule,
-                "action": violation.action,
-                "attribute": violation.attribute,
-                "message": message,
+                # The action and attribute may be names the agent made up: cut too.
+                "action": _cut(violation.action),
+                "attribute": _cut(violation.attribute),
+                "message": _cut(violation.message),
             }
         )
 
@@ -149,6 +148,13 @@ def figures_of(server: SyncServer) -> Figures:
 def counted(server: SyncServer) -> Figures | None:
     """The figures of ``server`` if an app keeps them (the hot path's lookup)."""
     return _FIGURES.get(server)
+
+
+def _cut(text: str | None) -> str | None:
+    """``text`` within :data:`MAX_MESSAGE` characters, so the ring stays bounded."""
+    if text is None or len(text) <= MAX_MESSAGE:
+        return text
+    return text[: MAX_MESSAGE - 3] + "..."
 
 
 def _iso(seconds: float) -> str:

@@ -33,6 +33,9 @@ from syncserver.limits import Limits
 from syncserver.mandate import Mandate
 from syncserver.settings import Problems, SettingsError, Table, must, read_toml
 
+#: The name the dashboard's viewer token acts under (syncserver._dashboard).
+VIEWER = "(viewer)"
+
 # How a SyncServer finalizes attempts (syncserver.ledger): each on arrival, or
 # in windows of batch_window_ms. The one list every parser and check uses.
 Policy = Literal["instant", "batched"]
@@ -286,6 +289,9 @@ def _agents(
         here = (*where, "agents", name)
         spec = problems.check(_Agent, table, here)
         if spec is None:
+            continue
+        if name == VIEWER:  # the dashboard's reader: its streams and presence are its own
+            problems.add(here, f"{name!r} is the name of the dashboard's viewer: choose another")
             continue
         token = _token(spec, here, env, problems)
         roles = _roles(spec.roles, protocols, here, problems)

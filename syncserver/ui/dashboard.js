@@ -13,7 +13,9 @@
   const POLL_MS = 2000;
   const MAX_ENACTMENTS = 200; // per protocol, the newest kept on the page
   const MAX_STEPS = 300; // per enactment, the newest kept in its chart
-  const base = location.pathname.replace(/ui\/?$/, '');
+  // This origin, always: a path starting with '//' (which a front proxy may
+  // still map to /ui) would otherwise make a URL of another host.
+  const base = location.origin + location.pathname.replace(/ui\/?$/, '');
 
   let token = sessionStorage.getItem(TOKEN_KEY);
   let run = 0; // bumped on every (re)start: older loops and streams stop
