@@ -9,7 +9,9 @@ A merchant serving 2026-04-08 must fetch and validate the profile a request's
   HTTPS, or a host that does not resolve;
 * ``424 profile_unreachable``: the host resolved but the fetch failed (no
   connection, a timeout, an answer other than 2xx; redirects are not followed);
-* ``422 profile_malformed``: what came back is not JSON, or not a profile.
+  ``timeout`` bounds the whole fetch, so a server trickling bytes is cut too;
+* ``422 profile_malformed``: what came back is not JSON, or not a profile, or
+  is larger than :data:`MAX_PROFILE_BYTES` (not read further).
 
 HTTPS is required of every profile URL but loopback ones (``localhost``,
 ``127.0.0.0/8``, ``::1``), so that a platform on the same machine (tests, the
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
 import re
 import time
@@ -49,6 +52,11 @@ log = logging.getLogger("strabo.merchant")
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _NEW = "2026-04-08"
+MAX_PROFILE_BYTES = 1 << 20
+"""A profile larger than this (1 MiB; they are a few KiB) is refused unread."""
+CACHE_SIZE = 1024
+"""Profile URLs whose resolution is kept: a fixed footprint however many
+platforms name (overview.md *Fetching*), the oldest forgotten first."""
 
 __all__ = ["NegotiatingProfiles", "Refusal", "Resolution", "negotiated", "response_capabilities"]
 
@@ -147,7 +155,10 @@ class NegotiatingProfiles(AgentProfiles):
         if resolution.refusal is not None:
             log.info("platform profile %s refused: %s %s", profile_url,
                      resolution.refusal.code, resolution.refusal.content)
+        self._resolved.pop(profile_url, None)
         self._resolved[profile_url] = (now, resolution)
+        while len(self._resolved) > CACHE_SIZE:  # the oldest go first (*Fetching*)
+            del self._resolved[next(iter(self._resolved))]
         return resolution
 
     async def _resolve(self, url: str) -> Resolution:
@@ -161,28 +172,46 @@ class NegotiatingProfiles(AgentProfiles):
         if parts.scheme != "https" and not is_loopback(host):
             return _invalid(f"The profile URL {url} is not served over HTTPS.")
         try:
-            await asyncio.get_running_loop().getaddrinfo(
-                host, port or (443 if parts.scheme == "https" else 80))
-        except OSError as exc:
+            async with asyncio.timeout(self.timeout):
+                await asyncio.get_running_loop().getaddrinfo(
+                    host, port or (443 if parts.scheme == "https" else 80))
+        except (OSError, TimeoutError) as exc:
             return _invalid(f"The profile URL's host {host} does not resolve ({exc}).")
         try:
-            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False,
-                                         trust_env=False) as client:
-                response = await client.get(url, headers={"Accept": "application/json"})
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(self.timeout):  # in all: a trickle is cut too
+                status, content = await self._get(url)
+        except (httpx.HTTPError, TimeoutError) as exc:
             return _unreachable(f"Unable to fetch the platform profile {url}: "
                                 f"{type(exc).__name__} {exc}".rstrip())
-        if not response.is_success:
+        if not 200 <= status < 300:
             return _unreachable(f"Unable to fetch the platform profile {url}: "
-                                f"it answered HTTP {response.status_code}.")
+                                f"it answered HTTP {status}.")
+        if content is None:
+            return _malformed(f"The platform profile {url} is larger than "
+                              f"{MAX_PROFILE_BYTES} bytes.")
         try:
-            document = response.json()
+            document = json.loads(content)
         except ValueError:
             return _malformed(f"The platform profile {url} is not valid JSON.")
         problem = profile_problem(document)
         if problem is not None:
             return _malformed(f"The platform profile {url} cannot be used: {problem}.")
         return Resolution(document=document)
+
+    async def _get(self, url: str) -> tuple[int, bytes | None]:
+        """The status and body of ``url`` (no redirects followed); the body is
+        None past :data:`MAX_PROFILE_BYTES`, read no further."""
+        async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False,
+                                     trust_env=False) as client, \
+                client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+            if not response.is_success:
+                return response.status_code, b""
+            content = bytearray()
+            async for chunk in response.aiter_bytes():
+                content += chunk
+                if len(content) > MAX_PROFILE_BYTES:
+                    return response.status_code, None
+            return response.status_code, bytes(content)
 
 
 # ------------------------------------------------------------------ intersection

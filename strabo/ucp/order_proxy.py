@@ -16,7 +16,10 @@ code, logging the refusal and enacting nothing:
 * authentication: the RFC 9421 signature (or, from a 2026-01-11 merchant, the
   detached JWS of ``Request-Signature``), with a key of ``signing_keys`` in
   the signer's profile, named by ``UCP-Agent``; the profile is fetched (and
-  fetched again once for a ``kid`` it did not list: a rotated key);
+  fetched again for a ``kid`` it did not list, a rotated key, but at most once
+  a minute, :data:`REFRESH_FLOOR`, whatever ``kid`` a sender makes up);
+* size and time: a body over :data:`MAX_BODY` is refused (413) unread, one
+  not sent within ``body_timeout`` seconds too (408);
 * authorization: the signer is the merchant this proxy works for (its
   profile URL), so no other business can send events for its orders.
 
@@ -62,6 +65,12 @@ ORDER = "dev.ucp.shopping.order"
 CHECKOUT = "dev.ucp.shopping.checkout"
 STOPPED = ("canceled", "undeliverable", "returned_to_sender")
 ADJUSTMENTS = {"refund": ("Refunded", "refund"), "return": ("Returned", "return_entry")}
+MAX_BODY = 1 << 20
+"""The largest webhook body read (1 MiB): larger is refused (413) before any
+signature is checked, so no one makes the proxy buffer what it likes."""
+REFRESH_FLOOR = 60.0
+"""Seconds between fetches of the merchant's profile for an unknown ``kid``
+(overview.md *Fetching*: at most once per TTL floor per origin)."""
 
 __all__ = ["PROTOCOL", "WEBHOOK_PATH", "OrderProxy", "Refused", "platform_profile"]
 
@@ -90,17 +99,26 @@ def platform_profile(base: str, version: str) -> dict[str, Any]:
 
 class _MerchantKeys:
     """The merchant's public keys, from its profile's ``signing_keys`` (cached,
-    fetched again once for an unknown ``kid``) and from configuration."""
+    fetched again for an unknown ``kid`` at most every :data:`REFRESH_FLOOR`
+    seconds, a failed fetch keeping the keys known) and from configuration."""
 
     def __init__(self, profile: str, trusted: Iterable[Mapping[str, Any]], timeout: float):
         self.profile = profile
         self.timeout = timeout
         self._configured = {k["kid"]: dict(k) for k in trusted if isinstance(k.get("kid"), str)}
-        self._fetched: dict[str, dict[str, Any]] | None = None
+        self._fetched: dict[str, dict[str, Any]] = {}
+        self._last_fetch: float | None = None
+        self._fetching = asyncio.Lock()  # webhooks at once wait for one fetch
 
     async def keys(self, kid: str) -> dict[str, jose.PublicKey]:
-        if self._fetched is None or (kid not in self._fetched and kid not in self._configured):
-            self._fetched = await self._fetch()
+        async with self._fetching:
+            now = asyncio.get_running_loop().time()
+            stale = self._last_fetch is None or now - self._last_fetch >= REFRESH_FLOOR
+            if stale and kid not in self._fetched and kid not in self._configured:
+                self._last_fetch = now  # any kid a sender makes up: one fetch a minute
+                fetched = await self._fetch()
+                if fetched is not None:  # a failed fetch forgets no key
+                    self._fetched = fetched
         found = {}
         for name, jwk in {**self._fetched, **self._configured}.items():
             try:
@@ -109,14 +127,14 @@ class _MerchantKeys:
                 continue
         return found
 
-    async def _fetch(self) -> dict[str, dict[str, Any]]:
+    async def _fetch(self) -> dict[str, dict[str, Any]] | None:
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
                 response = await client.get(self.profile)
-            return jose.signing_keys(response.json()) if response.status_code == 200 else {}
+            return jose.signing_keys(response.json()) if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError) as exc:
             log.warning("cannot read the merchant's profile %s: %s", self.profile, exc)
-            return {}
+            return None
 
 
 class OrderProxy:
@@ -130,10 +148,11 @@ class OrderProxy:
 
     def __init__(self, executor: Executor, merchant_url: str, name: str = "orders", *,
                  trusted_keys: Iterable[Mapping[str, Any]] = (), version: str = "2026-01-11",
-                 timeout: float = 3.0) -> None:
+                 timeout: float = 3.0, body_timeout: float = 10.0) -> None:
         self.adapter = PeachAdapter(name, LangshawProtocol.load(PROTOCOL), "Business", executor)
         self.merchant_profile = merchant_url.rstrip("/") + "/.well-known/ucp"
         self.version = version
+        self.body_timeout = body_timeout
         self.refused: list[Refused] = []
         self.enacted: list[Callable[[ActionInstance], None]] = []
         self._keys = _MerchantKeys(self.merchant_profile, trusted_keys, timeout)
@@ -161,10 +180,10 @@ class OrderProxy:
 
     async def receive(self, request: Request) -> Response:
         """One webhook: verify, authorize, then enact what is new (see the module)."""
-        body = await request.body()
         headers = {k.lower(): v for k, v in request.headers.items()}
         webhook_id = headers.get("webhook-id")
         try:
+            body = await self._body(request)
             await self._authenticate(request.method, str(request.url), headers, body)
             order = _order(body)
         except SignatureError as exc:
@@ -188,6 +207,25 @@ class OrderProxy:
             if webhook_id is not None:
                 self._handled.add(webhook_id)
         return self._ack()
+
+    async def _body(self, request: Request) -> bytes:
+        """The body, at most :data:`MAX_BODY` bytes within ``body_timeout``
+        seconds: a sender may neither fill the memory nor hold a request open."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY:
+            raise SignatureError("body_too_large", f"the body is over {MAX_BODY} bytes")
+        body = bytearray()
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > MAX_BODY:
+                        raise SignatureError("body_too_large",
+                                             f"the body is over {MAX_BODY} bytes")
+        except TimeoutError:
+            raise SignatureError("body_timeout", f"the body took over {self.body_timeout} s"
+                                 ) from None
+        return bytes(body)
 
     async def _authenticate(self, method: str, url: str, headers: dict[str, str],
                             body: bytes) -> Signed:
@@ -291,11 +329,15 @@ def _all_delivered(order: Mapping[str, Any], events: list[dict[str, Any]]) -> bo
         lines = event.get("line_items")
         if not lines:
             return True
-        for line in lines:
-            delivered[line["id"]] = delivered.get(line["id"], 0) + int(line.get("quantity", 0))
+        for line in lines if isinstance(lines, list) else []:
+            # A malformed entry counts for nothing; the protocol's types refuse it.
+            if isinstance(line, dict) and isinstance(line.get("quantity", 0), int):
+                key = str(line.get("id"))
+                delivered[key] = delivered.get(key, 0) + line.get("quantity", 0)
     for item in order.get("line_items") or []:
-        wanted = (item.get("quantity") or {}).get("total", 0)
-        if delivered.get(item.get("id"), 0) < wanted:
+        quantity = item.get("quantity") if isinstance(item, dict) else None
+        wanted = quantity.get("total", 0) if isinstance(quantity, dict) else 0
+        if isinstance(wanted, int) and delivered.get(str(item.get("id")), 0) < wanted:
             return False
     return True
 
@@ -316,6 +358,15 @@ def _order(body: bytes) -> dict[str, Any]:
         document = document.get("order")
     if not isinstance(document, dict) or not isinstance(document.get("id"), str):
         raise SignatureError("invalid_body", "the body is not an order")
+    fulfillment = document.get("fulfillment")
+    if fulfillment is not None and not isinstance(fulfillment, dict):
+        raise SignatureError("invalid_body", "the order's fulfillment is not an object")
+    shapes = {"line_items": document.get("line_items"), "adjustments": document.get("adjustments"),
+              "fulfillment.events": (fulfillment or {}).get("events")}
+    for name, value in shapes.items():  # what _news reads, so that it reads no wrong shape
+        if value is not None and not (isinstance(value, list)
+                                      and all(isinstance(v, dict) for v in value)):
+            raise SignatureError("invalid_body", f"the order's {name} is not a list of objects")
     return document
 
 

@@ -61,7 +61,8 @@ class SignatureError(Exception):
     ``invalid_profile_url``), ``status`` its HTTP status."""
 
     STATUS = {"digest_mismatch": 400, "algorithm_unsupported": 400, "invalid_profile_url": 400,
-              "invalid_body": 400, "profile_not_trusted": 403}
+              "invalid_body": 400, "profile_not_trusted": 403, "body_too_large": 413,
+              "body_timeout": 408}
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
