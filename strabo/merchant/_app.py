@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from ._ap2 import Ap2, Ap2Settings
 from ._csvdata import load_data_dir
+from ._discovery import MCP_PATH
 from ._errors import EXCEPTION_HANDLERS
 from ._negotiation import NegotiatingProfiles
 from ._routes import Endpoints
@@ -42,6 +46,8 @@ def create_app(
     (both are accepted; see ``_versioning`` and docs/merchant.md).
     ``ap2`` turns on the AP2 mandates extension (``_ap2``): True with a fresh
     signing key, or :class:`Ap2Settings`; off, ``ap2`` is accepted and ignored.
+    Serving 2026-04-08, the app also serves UCP checkout over MCP at ``/ucp/mcp``
+    (``_mcp``), while its lifespan runs (uvicorn runs it).
 
     Raises :class:`CatalogError` for a catalog file or data directory that cannot be
     used, and ValueError when given both or an unknown ``ucp_version``.
@@ -64,7 +70,21 @@ def create_app(
         ucp_version=ucp_version,
         ap2=Ap2(settings, profiles) if settings is not None else None,
     )
-    app = Starlette(routes=endpoints.routes(), exception_handlers=EXCEPTION_HANDLERS)
+    routes, lifespan = endpoints.routes(), None
+    if endpoints.versions.translating:  # UCP checkout over MCP: a 2026-04-08 binding
+        from ._mcp import CheckoutMcp  # loads the MCP SDK for this merchant only
+
+        mcp = CheckoutMcp()
+        routes.append(Route(MCP_PATH, mcp))
+
+        @asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            async with mcp.running():
+                yield
+
+    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    if lifespan is not None:
+        mcp.bind(app)
     app.state.merchant = merchant
     return app
 

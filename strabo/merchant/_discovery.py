@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strabo.ucpwire import NEW
 from strabo.ucpwire.ap2 import CAPABILITY, VP_FORMATS
 
 from . import _handlers
@@ -86,3 +87,21 @@ def profile(base: str, *, catalog: Catalog, shop_id: str,
         signing_keys=[ap2_key] if ap2_key is not None else None,
     )
     return document.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+MCP_PATH = "/ucp/mcp"
+"""Where a merchant serving 2026-04-08 serves UCP checkout over MCP (``_mcp``):
+the path of the spec's own example endpoint (checkout-mcp.md, *Discovery*)."""
+
+
+def mcp_service(base: str) -> dict[str, Any]:
+    """The 2026-04-08 ``services["dev.ucp.shopping"]`` entry of the MCP transport
+    (checkout-mcp.md, *Discovery*): the 2026-01-11 profile has none, since that
+    version's MCP binding (``_meta.ucp``) is not the one served."""
+    return {
+        "version": NEW,
+        "spec": f"{_UCP}/{NEW}/specification/overview",
+        "transport": "mcp",
+        "schema": f"{_UCP}/{NEW}/services/shopping/mcp.openrpc.json",
+        "endpoint": base.rstrip("/") + MCP_PATH,
+    }

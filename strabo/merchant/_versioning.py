@@ -85,8 +85,12 @@ class Versioning:
         if not self.translating:
             return old
         base = self.base(request)
-        return _versions.profile_to_new(old, supported_versions={
+        new = _versions.profile_to_new(old, supported_versions={
             UCP_VERSION: base + OLD_PROFILE_PATH})
+        # UCP checkout over MCP is served beside REST at 2026-04-08 (``_mcp``).
+        new["ucp"]["services"].setdefault("dev.ucp.shopping", []).append(
+            _discovery.mcp_service(base))
+        return new
 
     def old_profile(self, request: Request) -> dict[str, Any]:
         """The 2026-01-11 profile, unchanged (served at :data:`OLD_PROFILE_PATH`)."""
