@@ -27,6 +27,7 @@ FAULTY = FIXTURES / "lsh" / "faulty"
 
 # protocol -> verdict on a shared state, verdict decentralized
 SHIPPED = {
+    "a2a-task.lsh": ("ok", "ok"),  # every refusal is the Agent's, of its own actions
     "atomic-ucp.lsh": ("ok", "ok"),
     "incremental-ucp.lsh": ("ok", "ok"),
     "resilient-ucp.lsh": ("ok", "ok"),  # every ending by the Business, one per checkout
