@@ -47,7 +47,7 @@ def test_protocols_prints_one_and_its_path(tmp_path) -> None:
 def test_an_unknown_protocol_is_named_with_the_known_ones() -> None:
     result = strabo("protocols", "purchse")
     assert result.returncode == 2
-    assert "no bundled protocol named 'purchse' (bundled: atomic-ucp," in result.stderr
+    assert "no bundled protocol named 'purchse' (bundled: a2a-task, atomic-ucp," in result.stderr
 
 
 def test_check_takes_bundled_names_from_anywhere(tmp_path) -> None:
