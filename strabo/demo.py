@@ -84,6 +84,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "proxy reads it from the merchant's profile either way",
     )
     parser.add_argument(
+        "--transport",
+        choices=["rest", "mcp"],
+        default="rest",
+        help="what the proxy sends checkout over: REST (default) or the merchant's MCP "
+        "tools, which UCP 2026-04-08 has (implies --ucp-version 2026-04-08)",
+    )
+    parser.add_argument(
         "--platform-profile",
         metavar="URL",
         default=None,
@@ -132,13 +139,17 @@ def run(args: argparse.Namespace) -> int:
     if args.ucp_version and args.merchant:
         problem = ("--ucp-version is the bundled merchant's; a merchant given with "
                    "--merchant serves what it serves (the proxy reads its profile)")
+    if args.transport == "mcp" and args.ucp_version == "2026-01-11":
+        problem = "--transport mcp needs UCP 2026-04-08 (2026-01-11 has no MCP checkout)"
     if problem:
         print(f"strabo demo: {problem}", file=sys.stderr)
         return 2
+    if args.transport == "mcp" and not args.merchant:
+        args.ucp_version = "2026-04-08"
     return asyncio.run(
         demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor,
              outcome=args.outcome, ucp_version=args.ucp_version,
-             platform_profile=args.platform_profile)
+             platform_profile=args.platform_profile, transport=args.transport)
     )
 
 
@@ -162,6 +173,7 @@ async def demo(
     outcome: str | None = None,
     ucp_version: str | None = None,
     platform_profile: str | None = None,
+    transport: str = "rest",
 ) -> int:
     """Run one checkout; 0 when it completed. ``executor`` is "syncserver" (one
     embedded, with ``policy``, default instant) or "peer" (no SyncServer: a
@@ -169,7 +181,8 @@ async def demo(
     "resilient", ``outcome`` (default "completed") is how it must end, and 0
     means the Platform saw that ending. ``ucp_version`` is the version the bundled
     merchant serves. ``platform_profile`` is the public URL of the Platform
-    profile the proxy names (None: the proxy serves it on loopback)."""
+    profile the proxy names (None: the proxy serves it on loopback). ``transport``
+    is what the proxy sends checkout over, "rest" or "mcp" (2026-04-08 only)."""
     import asyncio
     import contextlib
 
@@ -249,6 +262,7 @@ async def demo(
                 return _demo_endings.platform(ex, outcome, testing)
         trace("\n".join(header))
         kind = "external" if merchant else f"bundled, UCP {ucp_version or '2026-01-11'}"
+        kind += ", checkout over MCP" if transport == "mcp" else ""
         trace(f"  merchant    {merchant_url} ({kind})\n")
         if merchant:
             problem, status = await _profile_problem(merchant_url)
@@ -256,7 +270,7 @@ async def demo(
                 print(f"strabo demo: {problem}", file=sys.stderr)
                 return status
 
-        proxy = make_proxy(executors["business"], merchant_url)
+        proxy = make_proxy(executors["business"], merchant_url, transport=transport)
         proxy.platform_profile = platform_profile
         platform, done = make_platform(executors["platform"])
         from strabo.ucp import order_demo  # the order through to delivery (UCPOrder)

@@ -37,7 +37,8 @@ PROTOCOL = bundled_protocol("atomic-ucp")
 
 def business_proxy(
     executor: Executor, merchant_url: str, name: str = "business",
-    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None
+    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None,
+    transport: str = "rest"
 ) -> BusinessProxy:
     """The SimpleUCP Business for the merchant at ``merchant_url``, speaking
     ``ucp_version`` (None: the newest its profile offers, see BusinessProxy)."""
@@ -45,7 +46,8 @@ def business_proxy(
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["cid"],
-        header_hook=ucp_header_hook, exclude=["Create"], ucp_version=ucp_version, ap2=ap2,
+        header_hook=ucp_header_hook, exclude=["Create"], ucp_version=ucp_version,
+        ucp_transport=transport, ap2=ap2,
         **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
     proxy.route("Update->>Updated", "PUT-/checkout-sessions/{id}", request=MAPPING)

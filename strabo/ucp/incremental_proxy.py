@@ -94,13 +94,15 @@ def escalation(error: ProxyError, trigger: ActionInstance) -> dict[str, Any]:
 
 def incremental_proxy(
     executor: Executor, merchant_url: str, name: str = "business",
-    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None
+    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None,
+    transport: str = "rest"
 ) -> BusinessProxy:
     protocol = LangshawProtocol.load(PROTOCOL)
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["eid", "v"], header_hook=ucp_header_hook,
-        exclude=["Complete"], ucp_version=ucp_version, ap2=ap2, **RETRY)
+        exclude=["Complete"], ucp_version=ucp_version,
+        ucp_transport=transport, ap2=ap2, **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions",
                 response={"payment_config": "$.payment"})
     proxy.route("Get", "GET-/checkout-sessions/{id}")

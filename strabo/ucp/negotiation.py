@@ -25,8 +25,9 @@ import re
 from collections import OrderedDict
 from typing import Any
 
-from strabo.proxy import ProxyAdapter, ProxyHTTPError, ProxyRequest, Route
+from strabo.proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
 from strabo.ucp import versions
+from strabo.ucp.mcp_transport import TRANSPORTS, McpCheckout, mcp_endpoint
 from strabo.ucp.profile import ProfileSite, platform_profile
 
 log = logging.getLogger("strabo.ucp")
@@ -47,11 +48,23 @@ class VersionedProxy(ProxyAdapter):
     ``platform_profile`` is the public URL of the Platform profile to name in
     ``UCP-Agent`` (publish :meth:`profile` there); None (the default) serves it
     on loopback while the proxy runs (:attr:`profile_url`). Set it before
-    :meth:`start`. :attr:`declared` adds capabilities to the profile."""
+    :meth:`start`. :attr:`declared` adds capabilities to the profile.
+
+    ``ucp_transport`` is what checkout goes over: ``"rest"`` (the default) or
+    ``"mcp"``, the tools of a 2026-04-08 merchant that lists an MCP endpoint
+    in its profile (:mod:`strabo.ucp.mcp_transport`; the routes do not change,
+    only the sending). A merchant that serves no MCP fails each checkout
+    request with ``transport_unsupported``, by the route's failure policy."""
 
     def __init__(self, *args: Any, ucp_version: str | None = None,
-                 platform_profile: str | None = None, **options: Any) -> None:
+                 platform_profile: str | None = None, ucp_transport: str = "rest",
+                 **options: Any) -> None:
         super().__init__(*args, **options)
+        if ucp_transport not in TRANSPORTS:
+            raise ValueError(f"ucp_transport must be one of {', '.join(TRANSPORTS)}, "
+                             f"not {ucp_transport!r}")
+        self.ucp_transport = ucp_transport
+        self._mcp: McpCheckout | None = None
         self.platform_profile = platform_profile
         self.declared: dict[str, dict[str, Any]] = {}
         self._profile_site = ProfileSite(self.profile)
@@ -110,7 +123,14 @@ class VersionedProxy(ProxyAdapter):
         try:
             await super().stop(grace)
         finally:
+            if self._mcp is not None:  # its session; a new one opens on a restart
+                await self._mcp.aclose()
             await self._profile_site.close()
+
+    async def _http(self, route: Route) -> Any:
+        """Over MCP, a client that sends checkout requests as tool calls."""
+        rest = await super()._http(route)
+        return rest if self._mcp is None else self._mcp.over(rest)
 
     def _speak(self, version: str) -> None:
         """Speak ``version`` from now on: its headers, through the header hook."""
@@ -125,6 +145,7 @@ class VersionedProxy(ProxyAdapter):
         Raises a ProxyError (unreachable, ``version_unsupported``,
         ``profile_malformed``), which fails the request that needed it."""
         async with self._negotiation:
+            profile = None
             if self.ucp_version is None:
                 profile = await super()._send(
                     self.routes["Discover"], "/.well-known/ucp", None, "discovery")
@@ -132,7 +153,24 @@ class VersionedProxy(ProxyAdapter):
                 log.info("%s: the merchant at %s speaks UCP %s", self.name, self.base_url,
                          self.ucp_version)
             assert self.ucp_version is not None
+            if self.ucp_transport == "mcp" and self._mcp is None:
+                await self._over_mcp(profile)
             return self.ucp_version
+
+    async def _over_mcp(self, profile: Any) -> None:
+        """Send checkout over the MCP endpoint of the merchant's profile (read
+        now if not yet), or raise ``transport_unsupported``."""
+        if profile is None:
+            profile = await super()._send(
+                self.routes["Discover"], "/.well-known/ucp", None, "discovery")
+        endpoint = mcp_endpoint(profile) if self.ucp_version == versions.NEW else None
+        if endpoint is None:
+            raise ProxyError(
+                f"the merchant at {self.base_url} serves no UCP checkout over MCP at "
+                f"{self.ucp_version} (its profile lists no MCP endpoint; MCP is "
+                f"{versions.NEW}'s): use the REST transport", code="transport_unsupported")
+        self._mcp = McpCheckout(endpoint, self.timeout)
+        log.info("%s: checkout over MCP at %s", self.name, endpoint)
 
     async def _send(self, route: Route, path: str, body: Any, idempotency_key: str) -> Any:
         """Send in the version spoken: 2026-01-11 as the routes build it, or
@@ -140,7 +178,9 @@ class VersionedProxy(ProxyAdapter):
         as the 4xx 2026-01-11 would have sent, for the failure policies)."""
         if route.name == "Discover":
             return await super()._send(route, path, body, idempotency_key)
-        version = self.ucp_version or await self.negotiate()
+        version = self.ucp_version
+        if version is None or (self.ucp_transport == "mcp" and self._mcp is None):
+            version = await self.negotiate()
         if version == versions.OLD:
             return await super()._send(route, path, body, idempotency_key)
         operation = versions.operation_of(route.method, path)

@@ -57,13 +57,15 @@ __all__ = ["PROTOCOL", "RETRY", "resilient_proxy"]
 
 def resilient_proxy(
     executor: Executor, merchant_url: str, name: str = "business",
-    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None
+    *, ucp_version: str | None = None, ap2: Ap2Signer | None = None,
+    transport: str = "rest"
 ) -> BusinessProxy:
     protocol = LangshawProtocol.load(PROTOCOL)
     proxy = BusinessProxy(
         name, protocol, "Business", executor, base_url=merchant_url,
         internal=["cid", "v"], header_hook=ucp_header_hook,
-        exclude=["Create", "Update", "Complete", "Cancel"], ucp_version=ucp_version, ap2=ap2,
+        exclude=["Create", "Update", "Complete", "Cancel"], ucp_version=ucp_version,
+        ucp_transport=transport, ap2=ap2,
         **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
     proxy.route("Put", "PUT-/checkout-sessions/{id}", request=MAPPING)

@@ -1,0 +1,295 @@
+"""UCP checkout over MCP, as the Business proxies send it (``transport="mcp"``).
+
+A merchant serving UCP 2026-04-08 may serve checkout over MCP beside REST
+(checkout-mcp.md): five tools at an endpoint its profile lists in
+``services["dev.ucp.shopping"]`` (``transport: "mcp"``). The proxies' routes stay
+REST-shaped (a method and a path); only the sending changes. :class:`McpCheckout`
+is a client with the proxy's request interface (``syncserver.client.Client``)
+that sends each checkout request as the tool call it stands for and gives back
+the answer REST would have given, so that the proxy's idempotency keys,
+retries, failure policies and field mapping work unchanged:
+
+- ``POST /checkout-sessions`` is ``create_checkout``, ``GET`` and ``PUT
+  /checkout-sessions/{id}`` are ``get_checkout`` and ``update_checkout``, ``POST
+  .../complete`` and ``.../cancel`` are ``complete_checkout`` and
+  ``cancel_checkout``; ``UCP-Agent``'s profile and ``Idempotency-Key`` go in
+  ``meta``, the path's id in ``id``, the body (without its ``id``) in ``checkout``;
+- a result's ``structuredContent`` is a 200 answer; a JSON-RPC error is the
+  status REST gives: ``-32000`` the ``status`` in its data, ``-32001`` the
+  negotiation failure's (400, 422 or 424, by ``data.code``), ``-32602`` 400,
+  ``-32603`` 500; no answer (refused, timed out, a broken session) is
+  :class:`~syncserver.client.NoAnswer`, which the proxy retries;
+- any other request (discovery, orders) goes over REST.
+
+The MCP session (the SDK's ``mcp.Client``, streamable HTTP) is opened on the
+first call and held by a task of its own, since the SDK's context must be left
+in the task that entered it; calls come from any task. A session that breaks is
+dropped and the next try opens a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncserver.client import Client, NoAnswer
+
+log = logging.getLogger("strabo.ucp")
+
+TRANSPORTS = ("rest", "mcp")
+"""The transports a Business proxy can speak checkout over."""
+
+TOOLS = (
+    ("POST", re.compile(r"^/checkout-sessions/?$"), "create_checkout"),
+    ("GET", re.compile(r"^/checkout-sessions/([^/]+)$"), "get_checkout"),
+    ("PUT", re.compile(r"^/checkout-sessions/([^/]+)$"), "update_checkout"),
+    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/complete$"), "complete_checkout"),
+    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/cancel$"), "cancel_checkout"),
+)
+"""Method and path -> the tool of the 2026-04-08 binding (mcp.openrpc.json)."""
+_NO_CHECKOUT = {"get_checkout", "cancel_checkout"}
+_NEGOTIATION_STATUS = {"invalid_profile_url": 400, "profile_unreachable": 424,
+                       "profile_malformed": 422, "version_unsupported": 422}
+"""The REST status of each negotiation failure (the merchant's ``_negotiation``)."""
+
+
+def tool_of(method: str, path: str) -> tuple[str, str | None] | None:
+    """The tool a REST request is and the checkout id in its path, or None."""
+    path = path.split("?", 1)[0]
+    for verb, pattern, tool in TOOLS:
+        match = pattern.match(path)
+        if method.upper() == verb and match:
+            return tool, (match.group(1) if match.groups() else None)
+    return None
+
+
+def mcp_endpoint(profile: Any) -> str | None:
+    """The MCP endpoint a discovery profile lists for shopping, or None."""
+    ucp = profile.get("ucp") if isinstance(profile, dict) else None
+    services = ucp.get("services") if isinstance(ucp, dict) else None
+    entries = services.get("dev.ucp.shopping") if isinstance(services, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("transport") == "mcp" and isinstance(
+                entry.get("endpoint"), str):
+            return str(entry["endpoint"])
+    return None
+
+
+def arguments_of(tool: str, checkout: str | None, body: Any,
+                 headers: Mapping[str, str]) -> dict[str, Any]:
+    """The tool's arguments for a REST request: ``meta`` from its headers,
+    ``id`` from its path, ``checkout`` from its body."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    meta: dict[str, Any] = {}
+    match = re.search(r'profile\s*=\s*"([^"]*)"', lower.get("ucp-agent", ""))
+    if match:
+        meta["ucp-agent"] = {"profile": match.group(1)}
+    if "idempotency-key" in lower:
+        meta["idempotency-key"] = lower["idempotency-key"]
+    arguments: dict[str, Any] = {"meta": meta}
+    if checkout is not None:
+        arguments["id"] = checkout
+    if tool not in _NO_CHECKOUT:
+        given = body if isinstance(body, dict) else {}
+        arguments["checkout"] = {k: v for k, v in given.items()
+                                 if k != "id" or checkout is None}
+    return arguments
+
+
+@dataclass(frozen=True)
+class McpAnswer:
+    """A tool call's outcome read as the REST answer it stands for
+    (``syncserver.client.Answer``)."""
+
+    status_code: int
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def reason_phrase(self) -> str:
+        return "OK" if self.status_code < 400 else "MCP error"
+
+    @property
+    def content(self) -> bytes:
+        return b"" if self.body is None else json.dumps(self.body).encode()
+
+    @property
+    def text(self) -> str:
+        return self.content.decode()
+
+    def json(self) -> Any:
+        return self.body
+
+
+def answer_of_result(result: Any) -> McpAnswer:
+    """A tool result: its ``structuredContent`` (or JSON text) as a 200; a
+    result flagged ``isError`` as a 500 with its text."""
+    texts = [getattr(c, "text", "") for c in (getattr(result, "content", None) or [])]
+    if getattr(result, "is_error", False):
+        return McpAnswer(500, {"code": "tool_error", "content": " ".join(texts)[:500]})
+    structured = getattr(result, "structured_content", None)
+    if structured is not None:
+        return McpAnswer(200, structured)
+    try:
+        return McpAnswer(200, json.loads(texts[0]) if texts else {})
+    except ValueError:
+        return McpAnswer(502, {"code": "malformed_answer",
+                               "content": "the tool's result is not JSON"})
+
+
+def answer_of_error(code: int, message: str, data: Any) -> McpAnswer:
+    """A JSON-RPC error as the REST answer the merchant gives for it."""
+    body: dict[str, Any] = dict(data) if isinstance(data, dict) else {}
+    headers: dict[str, str] = {}
+    if code == -32000:
+        status = body.pop("status", 500)
+        retry = body.pop("retry_after", None)
+        if retry is not None:
+            headers["retry-after"] = str(retry)
+        status = status if isinstance(status, int) and 400 <= status < 600 else 500
+    elif code == -32001:
+        status = _NEGOTIATION_STATUS.get(str(body.get("code")), 422)
+    elif code == -32602:
+        status = 400
+    else:
+        status = 500
+    body.setdefault("code", "invalid" if status == 400 else "error")
+    body.setdefault("content", message)
+    return McpAnswer(status, body, headers)
+
+
+class _Session:
+    """One MCP session, held open by a task of its own until :meth:`close`."""
+
+    def __init__(self, endpoint: str, timeout: float) -> None:
+        self.endpoint, self.timeout = endpoint, timeout
+        self.client: Any = None
+        self._ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._closing = asyncio.Event()
+        self._task = asyncio.create_task(self._hold(), name=f"mcp session {endpoint}")
+
+    async def _hold(self) -> None:
+        from mcp import Client as McpClient
+
+        try:
+            async with McpClient(self.endpoint, read_timeout_seconds=self.timeout) as client:
+                self._ready.set_result(client)
+                await self._closing.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc)
+            elif not isinstance(exc, asyncio.CancelledError):
+                log.info("MCP session to %s ended: %r", self.endpoint, exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def opened(self) -> Any:
+        async with asyncio.timeout(self.timeout):
+            self.client = await asyncio.shield(self._ready)
+        return self.client
+
+    async def close(self) -> None:
+        self._closing.set()
+        try:
+            async with asyncio.timeout(self.timeout):
+                await asyncio.shield(self._task)
+        except BaseException:  # a session that will not end is cancelled
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+
+
+class McpCheckout:
+    """Checkout over MCP at ``endpoint``; other requests through a REST client
+    (:meth:`over`). :meth:`aclose` ends the session."""
+
+    def __init__(self, endpoint: str, timeout: float = 10.0) -> None:
+        self.endpoint, self.timeout = endpoint, timeout
+        self._session: _Session | None = None
+        self._opening = asyncio.Lock()
+        self.calls = 0
+
+    def over(self, rest: Client) -> Client:
+        """A client that sends checkout requests here and others to ``rest``."""
+        return _Routed(self, rest)
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> McpAnswer:
+        """Call ``tool``; raise NoAnswer when there is none (and drop the session)."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        session = await self._open()
+        try:
+            result = await session.client.call_tool(tool, arguments)
+        except MCPError as exc:
+            # The SDK's own -32000 (connection closed) and -32001 (timed out)
+            # carry no data and are no answer; UCP's use of those codes
+            # (a protocol error, a failed negotiation) carries an object.
+            if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) and not isinstance(
+                    exc.data, dict):
+                await self._drop(session)
+                raise NoAnswer(f"{tool} over MCP: {exc.message}"[:300]) from None
+            return answer_of_error(exc.code, exc.message, exc.data)
+        except (Exception, TimeoutError) as exc:
+            await self._drop(session)
+            raise NoAnswer(f"{tool} over MCP: {type(exc).__name__}: {exc}"[:300]) from None
+        self.calls += 1
+        return answer_of_result(result)
+
+    async def _open(self) -> _Session:
+        async with self._opening:
+            if self._session is None:
+                self._session = _Session(self.endpoint, self.timeout)
+            session = self._session
+        try:
+            await session.opened()
+        except BaseException as exc:
+            await self._drop(session)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise NoAnswer(f"cannot open an MCP session at {self.endpoint}: "
+                           f"{type(exc).__name__}: {exc}"[:300]) from None
+        return session
+
+    async def _drop(self, session: _Session) -> None:
+        if self._session is session:
+            self._session = None
+        await session.close()
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+class _Routed:
+    """``syncserver.client.Client``: checkout as MCP tool calls, the rest over REST."""
+
+    def __init__(self, mcp: McpCheckout, rest: Client) -> None:
+        self.mcp, self.rest, self.base_url = mcp, rest, rest.base_url
+
+    async def request(self, method: str, path: str, body: Any = None,
+                      headers: Mapping[str, str] | None = None, *,
+                      content: bytes | None = None,
+                      params: Mapping[str, Any] | None = None) -> Any:
+        found = tool_of(method, path) if content is None and not params else None
+        if found is None:
+            return await self.rest.request(method, path, body, headers, content=content,
+                                           params=params)
+        tool, checkout = found
+        return await self.mcp.call(tool, arguments_of(tool, checkout, body, headers or {}))
+
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        return self.rest.stream(*args, **kwargs)
+
+    async def aclose(self) -> None:
+        await self.rest.aclose()
+
+
+__all__ = ["TRANSPORTS", "McpAnswer", "McpCheckout", "arguments_of", "mcp_endpoint", "tool_of"]
