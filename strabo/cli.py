@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
         "",
     ),
     "mcp": ("peach.mcp.cli", "serve one agent's role in a protocol as MCP tools", ""),
+    "a2a": ("peach.a2a.cli", "serve one agent's role in a protocol as an A2A agent", ""),
 }
 
 

@@ -1,0 +1,176 @@
+"""``strabo a2a``: serve one agent's role in a Langshaw protocol as an A2A agent."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from syncserver.options import port
+
+DESCRIPTION = """\
+Serve one agent's role in a Langshaw protocol as an A2A (Agent2Agent) agent,
+so that any A2A client can delegate to it while the adapter enforces the
+protocol. Needs the A2A SDK: pip install 'strabo[a2a]'.
+
+The agent card (/.well-known/agent-card.json) lists one skill per action of
+the role. Each message carries one data part {"action": NAME, "bindings":
+{...}}: the action is built and attempted through the role's adapter. The task
+it opens follows the enactment: working while the other agents act,
+input-required when the role may act again (send the next action to the same
+task), completed when the enactment completes; a refused action ends a new task
+as rejected (refused before the attempt) or failed (refused by the SyncServer),
+with the rule's message. tasks/cancel stops following the enactment and
+attempts nothing. JSON-RPC at the base URL: A2A 1.0's SendMessage,
+SendStreamingMessage, GetTask, CancelTask, and 0.3's message/send,
+message/stream, tasks/get, tasks/cancel.
+
+Where the social state lives:
+  --syncserver URL --token T   join a running SyncServer (see strabo syncserver);
+                               --name must be the agent the token belongs to
+  --embedded                   serve a SyncServer in this process; the other
+                               agents (--peer) join it with tokens NAME-secret
+
+The agent listens on loopback only (no A2A authentication yet).
+
+Example, with a SyncServer in the process and the Purchase seller and shipper
+joining it:
+  strabo a2a --protocol purchase --role Buyer --embedded --syncserver-port 8300 \\
+      --mas purchase --port 9999
+  # then point an A2A client at http://127.0.0.1:9999
+
+docs/a2a.md explains the mapping and what is not done.
+"""
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    role = parser.add_argument_group("the role")
+    role.add_argument("--protocol", action="append", metavar="FILE", default=[],
+                      help="a Langshaw protocol file, or a bundled protocol's name")
+    role.add_argument("--role", action="append", metavar="ROLE", default=[],
+                      help="the role the agent plays in it")
+    role.add_argument("--name", metavar="NAME",
+                      help="the agent's name (default: the role, in lower case); with "
+                      "--syncserver, the agent the token authenticates")
+
+    where = parser.add_argument_group("social state (one of)")
+    where.add_argument("--syncserver", metavar="URL", help="a running SyncServer")
+    where.add_argument("--token", metavar="T", help="this agent's bearer token (with --syncserver)")
+    where.add_argument("--embedded", action="store_true",
+                       help="serve a SyncServer in this process")
+    where.add_argument("--mas", default="default",
+                       help="the MAS to join or serve (default: default)")
+    where.add_argument("--syncserver-port", type=port, default=0, metavar="PORT",
+                       help="with --embedded: the SyncServer's port (default: a free one)")
+    where.add_argument(
+        "--peer", action="append", metavar="NAME=ROLE", default=[],
+        help="with --embedded: another agent of the MAS (token NAME-secret). Default: one "
+        "agent per other role, named after it in lower case",
+    )
+
+    a2a = parser.add_argument_group("A2A over HTTP")
+    a2a.add_argument("--host", default="127.0.0.1", choices=LOOPBACK,
+                     help="the loopback address to listen on (default 127.0.0.1)")
+    a2a.add_argument("--port", type=port, default=0,
+                     help="the port (default: a free one, printed)")
+    a2a.add_argument("-v", "--verbose", action="store_true", help="log each action")
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    from peach.llm.cli import UsageError
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(name)s: %(message)s")
+    try:
+        return asyncio.run(run_a2a(args))
+    except UsageError as exc:
+        print(f"strabo a2a: {exc}", file=sys.stderr)
+        return 2
+
+
+async def run_a2a(
+    args: argparse.Namespace,
+    on_ready: Callable[[dict[str, str]], Awaitable[Any] | None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """The command's body. ``on_ready`` gets ``{"syncserver": URL, "a2a": URL}``
+    once clients can connect; ``stop`` ends the serving, as Ctrl-C does."""
+    import contextlib
+    import signal
+
+    from peach import ExecutorError, PeachAdapter, SyncExecutor
+    from peach.llm.cli import UsageError, _agents, _roles, check_syncserver_url, embedded_server
+    from syncserver.serving import serve
+
+    try:
+        from peach.a2a.server import RoleAgent
+    except ImportError as exc:
+        raise UsageError(f"the A2A SDK is missing ({exc}): pip install 'strabo[a2a]'") from None
+    pairs = _roles(args)
+    if len(pairs) != 1:
+        raise UsageError("strabo a2a serves one role: give one --protocol FILE --role ROLE pair")
+    [(protocol, role_name)] = pairs
+    name = args.name or role_name.lower()
+    if bool(args.syncserver) == bool(args.embedded):
+        raise UsageError("say where the social state lives: --syncserver URL --token T, "
+                         "or --embedded")
+    if args.syncserver and not args.token:
+        raise UsageError("--syncserver needs --token (this agent's bearer token)")
+    if args.embedded and args.token:
+        raise UsageError("--token goes with --syncserver; an embedded server makes its own")
+    if args.syncserver:
+        check_syncserver_url(args.syncserver)
+    out = sys.stdout
+
+    async with contextlib.AsyncExitStack() as stack:
+        if args.embedded:
+            url, executor = await embedded_server(
+                stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
+                args.syncserver_port, "strabo a2a", out,
+            )
+        else:
+            url = args.syncserver
+            executor = SyncExecutor(url, token=args.token, mas=args.mas)
+        adapter = PeachAdapter(name, protocol, role_name, executor)
+        agent = RoleAgent(adapter)
+        try:
+            await stack.enter_async_context(agent)
+        except ExecutorError as exc:
+            named = "named" in str(exc)
+            hint = " (give --name: the agent the token authenticates)" if named else ""
+            print(f"strabo a2a: {exc}{hint}", file=sys.stderr)
+            return 1
+        try:
+            base = await stack.enter_async_context(
+                serve(agent.app(), host=args.host, port=args.port or None)
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot serve on {args.host}:{args.port}: "
+                             f"{exc.strerror or exc}") from None
+        agent.url = base
+        print(f"strabo a2a: {role_name} of {protocol.name} as {name}, at {base} "
+              f"(card: {base}/.well-known/agent-card.json)", file=out, flush=True)
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            if on_ready is not None:
+                result = on_ready({"syncserver": url, "a2a": base})
+                if inspect.isawaitable(result):
+                    await result
+            await stop.wait()
+        finally:
+            await agent.stop()  # ends the tasks following an enactment
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.remove_signal_handler(sig)
+    return 0
