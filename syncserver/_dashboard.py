@@ -30,8 +30,6 @@ from syncserver.config import VIEWER, AgentConfig
 from syncserver.errors import ServiceError
 from syncserver.server import SyncServer
 
-#: The name the viewer goes by (in ``GET /mas/{mas}`` and the stream counts).
-
 #: The page's files: name -> media type. Nothing else under /ui is served.
 FILES = {
     "index.html": "text/html; charset=utf-8",

@@ -92,7 +92,18 @@ class _Values(Table):
     @field_validator("min", "max", "total", mode="before")
     @classmethod
     def _number(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return _as_float(value)
+
+
+def _as_float(value: Any) -> Any:
+    """An integer as the float the clause compares with; one too large for a
+    float is left as it is, for the strict check to report at its place."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return value
+    return value
 
 
 class _Ceiling(Table):
@@ -104,7 +115,7 @@ class _Ceiling(Table):
     @field_validator("max", mode="before")
     @classmethod
     def _number(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return _as_float(value)
 
 
 class _Mandate(Table):
@@ -363,11 +374,19 @@ class Mandate:
                 )
             for value in found:
                 numbers = _numbers(ceiling.path, value)
-                if not numbers:
+                picked = (
+                    [m.value for m in ceiling.path.find(value)]
+                    if ceiling.path is not None
+                    else [value]
+                )
+                # A part it cannot read as a number (text, a number too large)
+                # beside one it can would let the one hide the other: refused.
+                if not numbers or len(numbers) < len(picked):
                     return _violation(
                         "ceiling",
-                        f"{ceiling.attribute} has no number where the ceiling's path "
-                        "points, so the ceiling cannot be checked",
+                        f"{ceiling.attribute} has no number, or a part that is no "
+                        "number, where the ceiling's path points, so the ceiling "
+                        "cannot be checked",
                         instance, index, ceiling.attribute, shown=clause,
                     )
                 high = max(numbers)

@@ -302,7 +302,10 @@ class SyncServer:
             ]
             rooted = [(r, i) for r, i in rooted if all(valid_key_value(v) for v in r)]
             for root in dict.fromkeys(r for r, _ in rooted):
-                view = await ledger.view(root)
+                try:
+                    view = await ledger.view(root)
+                except StoreError as exc:  # as everywhere else a read fails: a 503
+                    raise ServiceError(503, "store-failed", str(exc)) from None
                 mine = [i for r, i in rooted if r == root]
                 violation = mandate.check_ceiling(mine, view)
                 if violation is not None:

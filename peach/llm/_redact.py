@@ -94,7 +94,7 @@ class Redactor:
         not the principal's, and do not become secrets when later bound."""
         for attribute, value in arguments.items():
             if attribute in self.attributes:
-                self._foreign.append(value)
+                self._foreign_add(value)
 
     def bound(self, bindings: Mapping[str, Any], *, own: bool) -> None:
         """An action was bound (by the agent when ``own``, else by a counterpart):
@@ -104,9 +104,14 @@ class Redactor:
             if attribute not in self.attributes or self.is_secret(value):
                 continue
             if not own:
-                self._foreign.append(value)
+                self._foreign_add(value)
             elif not any(json_equal(value, seen) for seen in self._foreign):
                 self.add_value(value)
+
+    def _foreign_add(self, value: Any) -> None:
+        # Kept once each: a long run writes the same values again and again.
+        if not any(json_equal(value, seen) for seen in self._foreign):
+            self._foreign.append(value)
 
     def is_secret(self, value: Any) -> bool:
         return any(json_equal(value, known) for known in self.values)

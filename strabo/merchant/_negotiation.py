@@ -245,8 +245,11 @@ def negotiated(business: Any, platform: Any) -> dict[str, dict[str, Any]]:
     theirs = _registry(platform)
     result: dict[str, dict[str, Any]] = {}
     for name, entries in _registry(business).items():
-        common = ({e.get("version") for e in entries}
-                  & {e.get("version") for e in theirs.get(name, [])}) - {None}
+        # A version that is no string (a list, an object) names nothing: a
+        # platform's profile is untrusted input, and must not turn an answer into a 500.
+        common = {e.get("version") for e in entries if isinstance(e.get("version"), str)} & {
+            e.get("version") for e in theirs.get(name, []) if isinstance(e.get("version"), str)
+        }
         if not common:
             continue
         chosen = max(str(v) for v in common)

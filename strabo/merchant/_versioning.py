@@ -143,7 +143,7 @@ class Versioning:
             return None, None, None
         params = agent_parameters(header)
         url, said = params.get("profile"), params.get("version") or None
-        if url is None and said is not None:
+        if url is None and said is not None and said < NEW:
             return said, None, None
         document, refusal = None, None
         if isinstance(self.profiles, NegotiatingProfiles):

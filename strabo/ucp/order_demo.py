@@ -78,11 +78,19 @@ async def stage(stack: contextlib.AsyncExitStack, checkout_proxy: ProxyAdapter,
             failures.append(f"the order was not delivered within {seconds:g} s")
         except httpx.HTTPError as exc:
             failures.append(f"the merchant's back office failed: {exc}")
+        except Exception as exc:  # an answer of another shape: a failure, never a success
+            failures.append(f"the order stage failed: {type(exc).__name__}: {exc}")
         finally:
             finished.set()
 
     task = asyncio.ensure_future(run())
-    stack.callback(task.cancel)
+
+    async def end() -> None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    stack.push_async_callback(end)
     return finished
 
 

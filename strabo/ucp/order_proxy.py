@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,9 @@ ORDER = "dev.ucp.shopping.order"
 CHECKOUT = "dev.ucp.shopping.checkout"
 STOPPED = ("canceled", "undeliverable", "returned_to_sender")
 ADJUSTMENTS = {"refund": ("Refunded", "refund"), "return": ("Returned", "return_entry")}
+KEPT = 10_000
+"""How many refusals, and handled webhook ids, the receiver keeps (the newest):
+anyone who reaches its port can add to both."""
 MAX_BODY = 1 << 20
 """The largest webhook body read (1 MiB): larger is refused (413) before any
 signature is checked, so no one makes the proxy buffer what it likes."""
@@ -153,10 +157,10 @@ class OrderProxy:
         self.merchant_profile = merchant_url.rstrip("/") + "/.well-known/ucp"
         self.version = version
         self.body_timeout = body_timeout
-        self.refused: list[Refused] = []
+        self.refused: deque[Refused] = deque(maxlen=KEPT)
         self.enacted: list[Callable[[ActionInstance], None]] = []
         self._keys = _MerchantKeys(self.merchant_profile, trusted_keys, timeout)
-        self._handled: set[str] = set()
+        self._handled: OrderedDict[str, None] = OrderedDict()  # the newest KEPT ids
         self._lock = asyncio.Lock()
 
     async def __aenter__(self) -> OrderProxy:
@@ -195,18 +199,32 @@ class OrderProxy:
                 return self._ack()
             try:
                 await self.enact(order)
-            except (ActionRejected, BindError) as exc:
-                # Data the protocol's types refuse will not fit on a retry: 422, and the
-                # merchant stops; anything else may pass later: 503, and it tries again.
-                lasting = isinstance(exc, BindError) or exc.rule == "type"
-                log.error("order %s: cannot enact the webhook: %s", order.get("id"), exc)
-                if lasting:
-                    self.refused.append(Refused(webhook_id, "invalid_body", str(exc)))
-                return JSONResponse({"code": "invalid_body" if lasting else "unavailable",
-                                     "content": str(exc)}, 422 if lasting else 503)
+            except Exception as exc:  # the SyncServer or a peer out of reach: it may pass
+                if isinstance(exc, ActionRejected | BindError):
+                    return self._not_enacted(webhook_id, order, exc)
+                log.error("order %s: cannot enact the webhook: %s: %s", order.get("id"),
+                          type(exc).__name__, exc)
+                return JSONResponse({"code": "unavailable", "content": str(exc)}, 503)
             if webhook_id is not None:
-                self._handled.add(webhook_id)
+                # Forgetting an old id is safe: enacting again performs only
+                # what the state lacks.
+                self._handled[webhook_id] = None
+                while len(self._handled) > KEPT:
+                    self._handled.popitem(last=False)
         return self._ack()
+
+    def _not_enacted(
+        self, webhook_id: str | None, order: dict[str, Any], exc: ActionRejected | BindError
+    ) -> Response:
+        """The answer to a webhook the protocol refused. Data the protocol's types
+        refuse will not fit on a retry: 422, and the merchant stops; anything
+        else may pass later: 503, and it tries again."""
+        lasting = isinstance(exc, BindError) or exc.rule == "type"
+        log.error("order %s: cannot enact the webhook: %s", order.get("id"), exc)
+        if lasting:
+            self.refused.append(Refused(webhook_id, "invalid_body", str(exc)))
+        return JSONResponse({"code": "invalid_body" if lasting else "unavailable",
+                             "content": str(exc)}, 422 if lasting else 503)
 
     async def _body(self, request: Request) -> bytes:
         """The body, at most :data:`MAX_BODY` bytes within ``body_timeout``

@@ -69,9 +69,12 @@ def price(option: Any) -> float:
         return math.inf
     totals = [t for t in _dicts(option.get("totals")) if _amount(t.get("amount"))]
     final = [t["amount"] for t in totals if t.get("type") == "total"]
-    if final:
-        return float(final[0])
-    return float(sum(t["amount"] for t in totals)) if totals else math.inf
+    try:  # an integer too large for a float is no price to choose
+        if final:
+            return float(final[0])
+        return float(sum(t["amount"] for t in totals)) if totals else math.inf
+    except OverflowError:
+        return math.inf
 
 
 def _cheapest(options: Any) -> str | None:

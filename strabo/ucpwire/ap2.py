@@ -273,7 +273,10 @@ def verify_checkout(checkout: Any, key_for: Callable[[str], PublicKey | None]) -
     key = key_for(kid) if isinstance(kid, str) else None
     if key is None or not isinstance(kid, str):
         raise Ap2Error(invalid, f"no signing key {kid!r} for the business")
-    payload = b64url(canonical(_unsigned(checkout)))
+    try:  # NaN, or an integer past 2**53, has no canonical form: no signature holds
+        payload = b64url(canonical(_unsigned(checkout)))
+    except ValueError as exc:
+        raise Ap2Error(invalid, f"the checkout has no canonical JSON: {exc}") from None
     if not _verify(f"{parts[0]}.{payload}".encode("ascii"), parts[2], key, str(alg)):
         raise Ap2Error(invalid, "the signature does not verify")
     return kid
@@ -351,12 +354,17 @@ def read_mandate(mandate: Any, key_for: Callable[[str], PublicKey | None], *,
         raise Ap2Error(bad, "no exp")
     if (time.time() if now is None else now) > expires + leeway:
         raise Ap2Error("mandate_expired", f"the mandate expired at {expires}")
-    disclosed = _disclosed(claims, disclosures)
-    checkout = disclosed.get("checkout")
-    if not isinstance(checkout, dict):
-        raise Ap2Error("mandate_scope_mismatch", "the mandate discloses no checkout")
-    if claims.get("checkout_hash") != _hash(canonical(checkout)):
-        raise Ap2Error(bad, "checkout_hash does not match the disclosed checkout")
+    try:  # a non-ASCII disclosure, a checkout with no canonical JSON (NaN, 2**60)
+        disclosed = _disclosed(claims, disclosures)
+        checkout = disclosed.get("checkout")
+        if not isinstance(checkout, dict):
+            raise Ap2Error("mandate_scope_mismatch", "the mandate discloses no checkout")
+        if claims.get("checkout_hash") != _hash(canonical(checkout)):
+            raise Ap2Error(bad, "checkout_hash does not match the disclosed checkout")
+    except Ap2Error:
+        raise
+    except ValueError as exc:
+        raise Ap2Error(bad, f"malformed: {exc}") from None
     return Mandate(kid, claims, checkout)
 
 

@@ -203,6 +203,7 @@ async def test_an_unreachable_profile_is_a_424(shop: Shop) -> None:
     'profile="ftp://platform.example/profile"',    # not http(s)
     'profile="http://platform.example/profile"',   # not HTTPS (and not loopback)
     'profile="https://agent.example/profile"',     # does not resolve (.example)
+    'some-agent/1.0; version="2026-04-08"',        # none named, for this very version
 ])
 async def test_an_invalid_profile_url_is_a_400(shop: Shop, agent: str) -> None:
     answer = await shop.create(agent)
