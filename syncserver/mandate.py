@@ -8,7 +8,9 @@ principal's bound on its agent, enforced like ``acts_for`` by the code that
 finalizes (the SyncServer, the agent's adapter), never by a prompt:
 
 * ``actions``: how many times an action may be performed, per enactment and
-  per run (``per_enactment``, ``per_run``);
+  per run (``per_enactment``, ``per_run``), counted per protocol (each
+  protocol's ledger keeps its own counts: an agent with roles in two protocols
+  is held to each count in each);
 * ``enactments``: how many enactments the agent may start;
 * ``values``: bounds on what an attribute may be bound to (``min``, ``max``,
   ``total`` for the sum, ``in`` for allowed values), optionally on the parts of
