@@ -9,6 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from peach._cli_options import add_social_state
 from syncserver.options import port
 
 DESCRIPTION = """\
@@ -58,20 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                       help="the agent's name (default: the role, in lower case); with "
                       "--syncserver, the agent the token authenticates")
 
-    where = parser.add_argument_group("social state (one of)")
-    where.add_argument("--syncserver", metavar="URL", help="a running SyncServer")
-    where.add_argument("--token", metavar="T", help="this agent's bearer token (with --syncserver)")
-    where.add_argument("--embedded", action="store_true",
-                       help="serve a SyncServer in this process")
-    where.add_argument("--mas", default="default",
-                       help="the MAS to join or serve (default: default)")
-    where.add_argument("--syncserver-port", type=port, default=0, metavar="PORT",
-                       help="with --embedded: the SyncServer's port (default: a free one)")
-    where.add_argument(
-        "--peer", action="append", metavar="NAME=ROLE", default=[],
-        help="with --embedded: another agent of the MAS (token NAME-secret). Default: one "
-        "agent per other role, named after it in lower case",
-    )
+    add_social_state(parser)
 
     a2a = parser.add_argument_group("A2A over HTTP")
     a2a.add_argument("--host", default="127.0.0.1", choices=LOOPBACK,
