@@ -143,7 +143,10 @@ class Versioning:
             return None, None, None
         params = agent_parameters(header)
         url, said = params.get("profile"), params.get("version") or None
-        if url is None and said is not None and said < NEW:
+        # Naming no profile, a platform says its version in the header: an older
+        # one is served by its rules (no profile needed), one not served gets its
+        # 422 from the version check; 2026-04-08 itself needs the profile.
+        if url is None and said is not None and said != NEW:
             return said, None, None
         document, refusal = None, None
         if isinstance(self.profiles, NegotiatingProfiles):
