@@ -9,7 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from peach._cli_options import add_social_state
+from peach._cli_options import add_social_state, one_role, state_of
 from syncserver.options import port
 
 DESCRIPTION = """\
@@ -93,39 +93,19 @@ async def run_a2a(
     import contextlib
     import signal
 
-    from peach import ExecutorError, PeachAdapter, SyncExecutor
-    from peach.llm.cli import UsageError, _agents, _roles, check_syncserver_url, embedded_server
+    from peach import ExecutorError, PeachAdapter
+    from peach.llm.cli import UsageError
     from syncserver.serving import serve
 
     try:
         from peach.a2a.server import RoleAgent
     except ImportError as exc:
         raise UsageError(f"the A2A SDK is missing ({exc}): pip install 'strabo[a2a]'") from None
-    pairs = _roles(args)
-    if len(pairs) != 1:
-        raise UsageError("strabo a2a serves one role: give one --protocol FILE --role ROLE pair")
-    [(protocol, role_name)] = pairs
-    name = args.name or role_name.lower()
-    if bool(args.syncserver) == bool(args.embedded):
-        raise UsageError("say where the social state lives: --syncserver URL --token T, "
-                         "or --embedded")
-    if args.syncserver and not args.token:
-        raise UsageError("--syncserver needs --token (this agent's bearer token)")
-    if args.embedded and args.token:
-        raise UsageError("--token goes with --syncserver; an embedded server makes its own")
-    if args.syncserver:
-        check_syncserver_url(args.syncserver)
+    protocol, role_name, name, pairs = one_role(args, "a2a")
     out = sys.stdout
 
     async with contextlib.AsyncExitStack() as stack:
-        if args.embedded:
-            url, executor = await embedded_server(
-                stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
-                args.syncserver_port, "strabo a2a", out,
-            )
-        else:
-            url = args.syncserver
-            executor = SyncExecutor(url, token=args.token, mas=args.mas)
+        url, executor = await state_of(stack, args, name, pairs, "a2a", out)
         adapter = PeachAdapter(name, protocol, role_name, executor)
         agent = RoleAgent(adapter)
         try:

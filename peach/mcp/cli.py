@@ -9,7 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
-from peach._cli_options import add_social_state
+from peach._cli_options import add_social_state, one_role, state_of
 from syncserver.options import port
 
 DESCRIPTION = """\
@@ -113,29 +113,12 @@ async def run_mcp(
     import contextlib
     import signal
 
-    from peach import ExecutorError, PeachAdapter, SyncExecutor
-    from peach.llm.cli import (
-        UsageError,
-        _agents,
-        _roles,
-        check_syncserver_url,
-        embedded_server,
-    )
+    from peach import ExecutorError, PeachAdapter
+    from peach.llm.cli import UsageError
     from peach.mcp.server import RoleServer
     from syncserver.serving import serve
 
-    pairs = _roles(args)
-    if len(pairs) != 1:
-        raise UsageError("strabo mcp serves one role: give one --protocol FILE --role ROLE pair")
-    [(protocol, role_name)] = pairs
-    name = args.name or role_name.lower()
-    if bool(args.syncserver) == bool(args.embedded):
-        raise UsageError("say where the social state lives: --syncserver URL --token T, "
-                         "or --embedded")
-    if args.syncserver and not args.token:
-        raise UsageError("--syncserver needs --token (this agent's bearer token)")
-    if args.embedded and args.token:
-        raise UsageError("--token goes with --syncserver; an embedded server makes its own")
+    protocol, role_name, name, pairs = one_role(args, "mcp")
     stdio = args.transport == "stdio"
     if stdio and (args.port or args.auth_token):
         raise UsageError("--port and --auth-token go with --transport http")
@@ -148,8 +131,6 @@ async def run_mcp(
         raise UsageError(f"--path {args.path!r} must start with '/'")
     if args.auth_token is not None and not args.auth_token.strip():
         raise UsageError("--auth-token is empty: it would let anyone in")
-    if args.syncserver:
-        check_syncserver_url(args.syncserver)
     attributes = {a for action in protocol.actions.values() for a in action.attributes}
     unknown = sorted(set(args.secret) - attributes)
     if unknown:  # a misspelt secret would leave the real one shown
@@ -160,14 +141,7 @@ async def run_mcp(
     out = sys.stderr if stdio else sys.stdout
 
     async with contextlib.AsyncExitStack() as stack:
-        if args.embedded:
-            url, executor = await embedded_server(
-                stack, name, [protocol], _agents(name, pairs, args.peer), args.mas,
-                args.syncserver_port, "strabo mcp", out,
-            )
-        else:
-            url = args.syncserver
-            executor = SyncExecutor(url, token=args.token, mas=args.mas)
+        url, executor = await state_of(stack, args, name, pairs, "mcp", out)
         adapter = PeachAdapter(name, protocol, role_name, executor)
         adapter.listeners.append(_printer(name, out))
         role = RoleServer(adapter, secrets=args.secret)
