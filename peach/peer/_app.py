@@ -38,11 +38,10 @@ import logging
 import socket
 from typing import Any
 
-from peach.peer._wire import Endpoint
+from peach.peer._wire import MAX_BODY, Endpoint
 
 log = logging.getLogger("strabo.peach.peer")
 
-MAX_BODY = 8 * 1024 * 1024
 MAX_HEAD = 16 * 1024
 ROUTES = frozenset({"messages", "flush"})
 

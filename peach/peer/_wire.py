@@ -25,6 +25,12 @@ Endpoint = Callable[[str, Mapping[str, str], bytes], Awaitable[tuple[int, dict[s
 ACCEPTED, DUPLICATE, PENDING, REFUSED, BUSY = "accepted", "duplicate", "pending", "refused", "busy"
 DONE = frozenset({ACCEPTED, DUPLICATE, REFUSED})
 MAX_MESSAGES = 200
+MAX_BODY = 8 * 1024 * 1024
+"""The largest request a peer reads (``_app`` answers 413 past it); a sender
+packs its requests under it, and refuses an attempt whose message alone
+would pass it (it could never be delivered)."""
+MAX_INSTANCES = 1000
+MAX_CONTEXT = 100_000
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
@@ -40,8 +46,8 @@ class MessageIn(BaseModel):
 
     protocol: str = Field(min_length=1, max_length=200)
     seq: int = Field(ge=1)
-    instances: list[InstanceIn] = Field(min_length=1, max_length=1000)
-    context: list[Any] = Field(max_length=100_000)
+    instances: list[InstanceIn] = Field(min_length=1, max_length=MAX_INSTANCES)
+    context: list[Any] = Field(max_length=MAX_CONTEXT)
 
 
 class EnvelopeIn(BaseModel):
@@ -73,19 +79,57 @@ def not_json(bindings: Iterable[Mapping[str, Any]]) -> str | None:
     return None
 
 
+def _message(r: Record) -> str:
+    instances, context = r.as_json()
+    return (
+        f'{{"protocol":{_ENCODE(r.protocol)},"seq":{r.seq:d},'
+        f'"instances":{instances},"context":{context}}}'
+    )
+
+
 def envelope(mas: str, sender: str, records: Iterable[Record]) -> bytes:
     """The request carrying ``records``: the JSON ``json.dumps`` would write,
     put together from each record's JSON, encoded once (``Record.as_json``)."""
-    dump = _ENCODE
-    messages = []
+    return pack(mas, sender, records, limit=None)[0]
+
+
+def pack(
+    mas: str, sender: str, records: Iterable[Record], limit: int | None = MAX_BODY
+) -> tuple[bytes, int]:
+    """The request carrying as many of ``records`` as fit in ``limit`` bytes
+    (at least the first), and how many it carries."""
+    head = f'{{"mas":{_ENCODE(mas)},"sender":{_ENCODE(sender)},"messages":['
+    size = len(head.encode()) + 2
+    messages: list[str] = []
     for r in records:
-        instances, context = r.as_json()
-        messages.append(
-            f'{{"protocol":{dump(r.protocol)},"seq":{r.seq:d},'
-            f'"instances":{instances},"context":{context}}}'
+        text = _message(r)
+        cost = len(text.encode()) + (1 if messages else 0)
+        if messages and limit is not None and size + cost > limit:
+            break
+        messages.append(text)
+        size += cost
+    return f"{head}{','.join(messages)}]}}".encode(), len(messages)
+
+
+def too_large(mas: str, sender: str, record: Record) -> str | None:
+    """Why ``record`` could never be delivered (a receiver refuses it whatever
+    the moment: the request alone passes :data:`MAX_BODY`, or the message
+    holds more instances or context than a peer reads), or None. The sender
+    asks before it keeps an attempt: kept, it would be sent again forever."""
+    if len(record.instances) > MAX_INSTANCES:
+        return f"it holds {len(record.instances)} instances; a peer reads at most {MAX_INSTANCES}"
+    if len(record.context) > MAX_CONTEXT:
+        return (
+            f"its enactment has {len(record.context)} instances a peer must be told of; "
+            f"a message carries at most {MAX_CONTEXT}"
         )
-    head = f'{{"mas":{dump(mas)},"sender":{dump(sender)},"messages":['
-    return f"{head}{','.join(messages)}]}}".encode()
+    instances, context = record.as_json()
+    if (len(instances) + len(context)) * 4 < MAX_BODY // 2:
+        return None  # far under, however many bytes each character takes
+    size = len(envelope(mas, sender, [record]))
+    if size > MAX_BODY:
+        return f"its message is {size} bytes; a peer reads at most {MAX_BODY}"
+    return None
 
 
 def flush(mas: str, sender: str) -> bytes:

@@ -93,6 +93,7 @@ class PeerExecutor(Executor):
         self._senders: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._rounds: dict[str, asyncio.Lock] = {}
+        self._body_limit: dict[str, int] = {}  # a peer that answered 413: less per request
         # What a peer's request brings is written in one transaction, when the
         # inbox is done with it and before it answers (``_keep``).
         self._inbox = Inbox(
@@ -261,6 +262,13 @@ class PeerExecutor(Executor):
             raise ActionRejected(violation, items)
         recipients = self.directory.recipients(ledger.protocol.name, self.agent)
         record = ledger.record(self.agent, items, ledger.context(items))
+        problem = wire.too_large(self.mas, self.agent, record) if recipients else None
+        if problem is not None:
+            raise ExecutorError(
+                f"the attempt cannot be sent to its peers: {problem}",
+                status=413,
+                code="too-large",
+            )
         self._commit(ledger, record, items, recipients)
         if recipients:
             ledger.unsent[record.seq] = record
@@ -363,7 +371,9 @@ class PeerExecutor(Executor):
             if not items:
                 return True
             records = [self._ledgers[p].unsent[seq] for p, seq in items]
-            body = wire.envelope(self.mas, self.agent, records)
+            limit = self._body_limit.get(peer, wire.MAX_BODY)
+            body, carried = wire.pack(self.mas, self.agent, records, limit)
+            items = items[:carried]
             try:
                 status, answer = await self.transport.post(
                     self.directory.peers[peer], "messages", body, self._headers(body)
@@ -372,6 +382,20 @@ class PeerExecutor(Executor):
                 log.debug("%s: %s unreachable (%s); sending again later", self.agent, peer, exc)
                 return False
             results = answer.get("results")
+            if status == 413 and carried > 1:
+                # The peer reads less than this agent would send (an older
+                # version, another limit): send smaller requests from now on.
+                self._body_limit[peer] = max(1, len(body) // 2)
+                log.warning(
+                    "%s: %s refused a request of %d bytes as too large; sending at most %d",
+                    self.agent, peer, len(body), self._body_limit[peer],
+                )  # fmt: skip
+                return False
+            if status == 413:  # one message the peer will never read: it refuses it
+                status, results = 200, [{
+                    "status": wire.REFUSED, "rule": "too-large",
+                    "message": f"{peer} reads no request of {len(body)} bytes",
+                }]  # fmt: skip
             if status != 200 or not isinstance(results, list) or len(results) != len(items):
                 message = answer.get("error", {}).get("message", "") if answer else ""
                 log.warning(
