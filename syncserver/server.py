@@ -16,7 +16,7 @@ from typing import Any
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
 from langshaw.identity import describe_changes, meaning_digest, meaning_text
-from langshaw.values import valid_key_value
+from langshaw.values import json_problem, valid_key_value
 from syncserver._mandates import MandateBook
 from syncserver._pgstore import PostgresStore
 from syncserver.batch import Batch
@@ -263,6 +263,10 @@ class SyncServer:
         if not instances:
             raise ServiceError(400, "bad-request", "an attempt needs at least one instance")
         parsed = [self._instance(ledger.protocol, item, i) for i, item in enumerate(instances)]
+        for index, instance in enumerate(parsed):  # NaN, Infinity, 1e400: no log can hold them
+            problem = json_problem(instance.bindings, f"instances[{index}].bindings")
+            if problem is not None:
+                raise ServiceError(400, "bad-json", f"the attempt is not valid JSON: {problem}")
         roles = agent.roles[protocol]
         for index, instance in enumerate(parsed):
             if instance.action.actor not in roles:

@@ -491,3 +491,21 @@ async def test_handler_errors_takes_stop_or_log() -> None:
         assert platform.handler_errors == "stop"
         with pytest.raises(ValueError, match="'stop' or 'log'"):
             platform.handler_errors = "ignore"  # type: ignore[assignment]
+
+
+async def test_a_value_json_cannot_carry_is_refused_on_every_executor(kind: str) -> None:
+    """NaN, infinities: bind() refuses them; a hand-built instance holding one is
+    refused by the executor too (``bad-json``), in-process as over HTTP and
+    peer to peer, and nothing is kept."""
+    async with Harness(kind, [SIMPLE], AGENTS) as h:
+        platform = h.adapter("platform", "Platform")
+        async with platform:
+            for value in (float("nan"), float("inf")):
+                forged = ActionInstance(
+                    SIMPLE.action("Create"), {**CREATE, "cid": "c1", "line_items": [value]}
+                )
+                with pytest.raises(ExecutorError) as caught:
+                    await platform.attempt([forged])
+                assert caught.value.code == "bad-json", caught.value
+                assert "line_items[0] is " in str(caught.value)
+            assert platform.enactments() == []

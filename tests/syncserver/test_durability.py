@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
+
+import pytest
 
 from langshaw import ActionInstance
 from peach import FeasibleAction, PeachAdapter, SyncExecutor
 from syncserver import SyncServer
+from syncserver.errors import ServiceError
 from tests.conftest import PROTOCOLS, SIMPLE_CREATE, load
 from tests.harness import until
 from tests.processes import LISTENING, spawn, strabo
@@ -109,3 +113,21 @@ async def test_kill_9_loses_no_acknowledged_action_and_agents_resume(tmp_path) -
                 await until(lambda: len(completable) == 21, changed, seconds=30)
             assert completable == {*acknowledged, late["cid"]}
             await platform.stop()
+
+
+async def test_a_value_no_log_can_hold_is_refused_in_process_too(tmp_path) -> None:
+    """The SyncServer refuses NaN and the infinities however the attempt comes
+    (over HTTP the body check says so first): written, the log would not be JSON."""
+
+    async with SyncServer.embedded(
+        [SIMPLE], {"platform": ["Platform"]}, store=str(tmp_path / "log.db")
+    ) as server:
+        agent = server.agent("default", "platform")
+        bad = ActionInstance(
+            SIMPLE.action("Create"), {**CREATE, "cid": "c0", "line_items": [math.nan]}
+        )
+        with pytest.raises(ServiceError) as caught:
+            await server.attempt("default", "SimpleUCP", agent, [bad])
+        assert (caught.value.status, caught.value.code) == (400, "bad-json")
+        assert "instances[0].bindings.line_items[0] is nan" in caught.value.message
+        assert server.ledgers[("default", "SimpleUCP")].committed_seq == 0
