@@ -500,6 +500,10 @@ def _numbers(path: Any, value: Any) -> list[float]:
 def _breaks(bound: _Bound, value: Any) -> str | None:
     """Why ``value`` breaks ``bound``, or None."""
     picked = [m.value for m in bound.path.find(value)] if bound.path is not None else [value]
+    if not picked and value not in ([], {}):
+        # The path finds nothing in a value that holds something: the value is
+        # not shaped as the mandate expects, so nothing says it is within it.
+        return f"the bound's path selects nothing in {_short(value)}, so it cannot be checked"
     if bound.allowed is not None:
         for item in picked:
             if not any(type(item) is type(a) and item == a for a in bound.allowed):

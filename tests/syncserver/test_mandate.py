@@ -262,3 +262,17 @@ def test_in_bounds_the_values_a_path_selects() -> None:
     Mandate.parse({"values": {"currency": {"inn": [1]}}}, [SIMPLE], "m",
                   lambda w, m: problems.append(m))
     assert problems == ["unknown setting (did you mean 'min'? known: path, min, max, total, in)"]
+
+
+def test_a_path_that_selects_nothing_in_a_value_refuses_it() -> None:
+    """A bound whose path finds nothing in a value that holds something cannot be
+    checked (the value is not shaped as the mandate expects): refused, never
+    passed. An empty list has nothing to bound."""
+    table = {"Create.line_items": {"path": "$[*].qty", "max": 2}}
+    mandate = Mandate.parse({"values": table}, [SIMPLE], "m", lambda w, m: None)
+    action = SIMPLE.action("Create")
+    items = ActionInstance(action, create("c1")["bindings"])  # quantities, no "qty"
+    refused = mandate.check_values([items])
+    assert refused is not None and "selects nothing in" in str(refused)
+    empty = ActionInstance(action, {**create("c2")["bindings"], "line_items": []})
+    assert mandate.check_values([empty]) is None
