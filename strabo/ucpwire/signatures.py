@@ -16,7 +16,8 @@ of either version can check; the order proxy (``strabo.ucp.order_proxy``)
 verifies. Both need the same bytes, so the primitives sit here, below both.
 Only what webhooks use is supported: one signature per message (the first
 label of ``Signature-Input``), components ``@method``, ``@authority``,
-``@path``, ``@query`` and header fields, parameters ``created`` and ``keyid``.
+``@path``, ``@query`` and header fields, parameters ``created``, ``expires``
+and ``keyid``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import binascii
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -46,6 +48,9 @@ __all__ = [
 ]
 
 LABEL = "sig1"
+SKEW = 300
+"""Seconds a signer's clock may run ahead of the verifier's (``created``), or
+behind it (``expires``)."""
 _ALGORITHMS = {"ES256": 32, "ES384": 48}  # bytes per signature half
 _HASHES: dict[str, type[hashes.HashAlgorithm]] = {"ES256": hashes.SHA256,
                                                   "ES384": hashes.SHA384}
@@ -145,14 +150,18 @@ def sign_request(method: str, url: str, headers: Mapping[str, str], body: bytes,
 def verify_request(method: str, url: str, headers: Mapping[str, str], body: bytes,
                    key_for: Callable[[str], jose.PublicKey | None],
                    *, required: tuple[str, ...] = ("@method", "@authority", "@path",
-                                                   "content-digest", "content-type")
-                   ) -> Signed:
+                                                   "content-digest", "content-type"),
+                   now: float | None = None) -> Signed:
     """Check a request's RFC 9421 signature (signatures.md "REST Request
     Verification"); ``key_for(kid)`` is the signer's public key, or None.
 
     ``headers`` has lower-case names; ``url`` is the request's URL as the receiver
     sees it. The signature must cover ``required`` and the ``UCP-Agent`` header
-    when there is one, so that no unsigned part can be changed. Raises
+    when there is one, so that no unsigned part can be changed. A signature
+    ``created`` later than ``now`` (the verifier's clock) plus :data:`SKEW`, or
+    whose ``expires`` has passed by more than that, is refused: a signature
+    from the future or one its signer said to drop is no evidence (replays
+    within its life are the idempotency key's business, signatures.md). Raises
     :class:`SignatureError`; returns what was verified."""
     given_input, given = headers.get("signature-input"), headers.get("signature")
     if not given_input or not given:
@@ -167,6 +176,7 @@ def verify_request(method: str, url: str, headers: Mapping[str, str], body: byte
     kid = params.get("keyid", "").strip('"')
     if not kid:
         raise SignatureError("signature_invalid", "Signature-Input names no keyid")
+    _check_times(params, time.time() if now is None else now)
     wanted = set(required) | ({"ucp-agent"} if "ucp-agent" in headers else set())
     missing = sorted(wanted - set(components))
     if missing:
@@ -187,6 +197,24 @@ def verify_request(method: str, url: str, headers: Mapping[str, str], body: byte
         raise SignatureError("signature_invalid",
                              f"request signature verification failed for key kid={kid}")
     return Signed(kid=kid, components=tuple(components))
+
+
+def _check_times(params: Mapping[str, str], now: float) -> None:
+    times: dict[str, int] = {}
+    for name in ("created", "expires"):
+        if name in params:
+            text = params[name].strip()
+            if not text.isdigit() or len(text) > 12:
+                raise SignatureError("signature_invalid",
+                                     f"Signature-Input's {name} is not a time: {text[:20]!r}")
+            times[name] = int(text)
+    if "created" in times and times["created"] > now + SKEW:
+        raise SignatureError("signature_invalid",
+                             f"the signature was created {times['created'] - int(now)} s "
+                             "in the future")
+    if "expires" in times and times["expires"] < now - SKEW:
+        raise SignatureError("signature_invalid",
+                             f"the signature expired {int(now) - times['expires']} s ago")
 
 
 def verify_detached(token: str, body: bytes,

@@ -76,6 +76,27 @@ def test_a_signed_request_verifies_and_covers_what_the_spec_requires() -> None:
     assert verify_detached(headers["request-signature"], body, key_for).kid == "k1"
 
 
+def test_a_signature_from_the_future_or_long_expired_is_refused() -> None:
+    """``created`` later than the verifier's clock (past the skew) or an
+    ``expires`` long past is no evidence; within the skew both pass."""
+    body = b'{"id":"o1"}'
+    headers = signed(body)
+    created = int(headers["signature-input"].split("created=")[1].split(";")[0])
+    assert verify_request("POST", URL, headers, body, key_for, now=created - 200).kid == "k1"
+    with pytest.raises(SignatureError, match="created 1000 s in the future"):
+        verify_request("POST", URL, headers, body, key_for, now=created - 1000)
+    expiring = dict(HEADERS)
+    expiring |= {k.lower(): v for k, v in sign_request(
+        "POST", URL, expiring, body, KEY, "k1", created=created).items()}
+    expiring["signature-input"] += f";expires={created + 60}"  # not signed: base differs
+    with pytest.raises(SignatureError, match="expired 940 s ago"):
+        verify_request("POST", URL, expiring, body, key_for, now=created + 1000)
+    bad = dict(headers, **{"signature-input": headers["signature-input"].replace(
+        f"created={created}", "created=soon")})
+    with pytest.raises(SignatureError, match="created is not a time"):
+        verify_request("POST", URL, bad, body, key_for)
+
+
 @pytest.mark.parametrize(("change", "code"), [
     ("body", "digest_mismatch"),
     ("body and digest", "signature_invalid"),
