@@ -75,6 +75,10 @@ signature is checked, so no one makes the proxy buffer what it likes."""
 REFRESH_FLOOR = 60.0
 """Seconds between fetches of the merchant's profile for an unknown ``kid``
 (overview.md *Fetching*: at most once per TTL floor per origin)."""
+KEYS_TTL = 3600.0
+"""Seconds the keys read from the merchant's profile are trusted without
+reading it again: a key the merchant withdrew (rotated out, compromised) stops
+verifying within this time, not only when a signer names an unknown ``kid``."""
 
 __all__ = ["PROTOCOL", "WEBHOOK_PATH", "OrderProxy", "Refused", "platform_profile"]
 
@@ -103,8 +107,10 @@ def platform_profile(base: str, version: str) -> dict[str, Any]:
 
 class _MerchantKeys:
     """The merchant's public keys, from its profile's ``signing_keys`` (cached,
-    fetched again for an unknown ``kid`` at most every :data:`REFRESH_FLOOR`
-    seconds, a failed fetch keeping the keys known) and from configuration."""
+    fetched again for an unknown ``kid``, or once they are :data:`KEYS_TTL`
+    old, at most every :data:`REFRESH_FLOOR` seconds; a failed fetch keeps the
+    keys known, as the merchant's outage must not stop its orders) and from
+    configuration."""
 
     def __init__(self, profile: str, trusted: Iterable[Mapping[str, Any]], timeout: float):
         self.profile = profile
@@ -112,17 +118,20 @@ class _MerchantKeys:
         self._configured = {k["kid"]: dict(k) for k in trusted if isinstance(k.get("kid"), str)}
         self._fetched: dict[str, dict[str, Any]] = {}
         self._last_fetch: float | None = None
+        self._read_at: float | None = None  # when the profile's keys were last read
         self._fetching = asyncio.Lock()  # webhooks at once wait for one fetch
 
     async def keys(self, kid: str) -> dict[str, jose.PublicKey]:
         async with self._fetching:
             now = asyncio.get_running_loop().time()
-            stale = self._last_fetch is None or now - self._last_fetch >= REFRESH_FLOOR
-            if stale and kid not in self._fetched and kid not in self._configured:
+            allowed = self._last_fetch is None or now - self._last_fetch >= REFRESH_FLOOR
+            unknown = kid not in self._fetched and kid not in self._configured
+            old = self._read_at is not None and now - self._read_at >= KEYS_TTL
+            if allowed and (unknown or old):
                 self._last_fetch = now  # any kid a sender makes up: one fetch a minute
                 fetched = await self._fetch()
                 if fetched is not None:  # a failed fetch forgets no key
-                    self._fetched = fetched
+                    self._fetched, self._read_at = fetched, now
         found = {}
         for name, jwk in {**self._fetched, **self._configured}.items():
             try:

@@ -46,6 +46,7 @@ class Merchant:
     url: str = ""
     fetches: int = 0
     down: bool = False
+    keys: list[tuple[Any, str]] = field(default_factory=lambda: [(KEY, "k1")])
 
     def app(self) -> Starlette:
         async def profile(request: Request) -> Response:
@@ -53,7 +54,8 @@ class Merchant:
             if self.down:
                 return PlainTextResponse("down", status_code=500)
             return JSONResponse({"ucp": {"version": "2026-04-08"},
-                                 "signing_keys": [jose.public_jwk(KEY, "k1")]})
+                                 "signing_keys": [jose.public_jwk(k, kid)
+                                                  for k, kid in self.keys]})
         return Starlette(routes=[Route("/.well-known/ucp", profile)])
 
 
@@ -176,6 +178,23 @@ async def test_a_failed_refresh_forgets_no_key(receiver: Receiver,
     body = order()
     answer = await receiver.post(body, receiver.headers(body))
     assert answer.status_code == 200, answer.text
+
+
+async def test_a_key_the_merchant_withdrew_stops_verifying_once_the_keys_are_old(
+        receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key rotated out of the merchant's profile is trusted no longer than
+    ``KEYS_TTL``, even when no signer names an unknown kid."""
+    body = order()
+    assert (await receiver.post(body, receiver.headers(body))).status_code == 200
+    receiver.merchant.keys = [(jose.generate_key(), "k2")]  # k1 withdrawn
+    body = order()
+    assert (await receiver.post(body, receiver.headers(body))).status_code == 200  # still fresh
+    monkeypatch.setattr(order_proxy, "KEYS_TTL", 0.0)
+    monkeypatch.setattr(order_proxy, "REFRESH_FLOOR", 0.0)
+    body = order()
+    answer = await receiver.post(body, receiver.headers(body))
+    assert (answer.status_code, answer.json()["code"]) == (401, "key_not_found")
+    assert receiver.merchant.fetches == 2
 
 
 def _detached(header: dict[str, Any], signature: bytes) -> str:
