@@ -144,7 +144,7 @@ def failed_completion(error: ProxyError) -> Outcome | None:
     if isinstance(error, ProxyRequestError):
         return "Declined", {"messages": error_messages(error)}
     if (isinstance(error, ProxyHTTPError) and 400 <= error.status < 500
-            and error.code != NOT_MODIFIABLE):
+            and (error.code or "").upper() != NOT_MODIFIABLE):
         return "Declined", {"messages": error_messages(error)}
     return None
 
