@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from peach.peer import PeerExecutor, Refusal
 
 EXECUTORS = ("syncserver", "peer")
+WIRES = {"mcp": "MCP", "a2a": "A2A"}
+"""The transports other than REST, by the name the trace gives them."""
 OUTCOMES = ("completed", "declined", "out-of-stock", "escalated", "revoked", "rejected")
 
 DESCRIPTION = """\
@@ -85,10 +87,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--transport",
-        choices=["rest", "mcp"],
+        choices=["rest", "mcp", "a2a"],
         default="rest",
-        help="what the proxy sends checkout over: REST (default) or the merchant's MCP "
-        "tools, which UCP 2026-04-08 has (implies --ucp-version 2026-04-08)",
+        help="what the proxy sends checkout over: REST (default), the merchant's MCP "
+        "tools, which UCP 2026-04-08 has, or its A2A agent (both versions); either "
+        "makes the bundled merchant serve 2026-04-08 unless --ucp-version says otherwise",
     )
     parser.add_argument(
         "--platform-profile",
@@ -144,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"strabo demo: {problem}", file=sys.stderr)
         return 2
-    if args.transport == "mcp" and not args.merchant:
+    if args.transport != "rest" and not args.merchant and not args.ucp_version:
         args.ucp_version = "2026-04-08"
     return asyncio.run(
         demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor,
@@ -182,7 +185,8 @@ async def demo(
     means the Platform saw that ending. ``ucp_version`` is the version the bundled
     merchant serves. ``platform_profile`` is the public URL of the Platform
     profile the proxy names (None: the proxy serves it on loopback). ``transport``
-    is what the proxy sends checkout over, "rest" or "mcp" (2026-04-08 only)."""
+    is what the proxy sends checkout over: "rest", "mcp" (2026-04-08 only) or
+    "a2a"."""
     import asyncio
     import contextlib
 
@@ -262,7 +266,7 @@ async def demo(
                 return _demo_endings.platform(ex, outcome, testing)
         trace("\n".join(header))
         kind = "external" if merchant else f"bundled, UCP {ucp_version or '2026-01-11'}"
-        kind += ", checkout over MCP" if transport == "mcp" else ""
+        kind += f", checkout over {WIRES[transport]}" if transport in WIRES else ""
         trace(f"  merchant    {merchant_url} ({kind})\n")
         if merchant:
             problem, status = await _profile_problem(merchant_url)
@@ -281,7 +285,7 @@ async def demo(
             else merchant_of(bundled).simulation_secret,
             version=ucp_version or "2026-01-11", peer=executor == "peer")
         platform.listeners.append(lambda batch, newly: _print_batch(trace, batch))
-        proxy.http_listeners.append(lambda event: _print_http(trace, event))
+        proxy.http_listeners.append(lambda event: _print_http(trace, event, transport))
 
         @proxy.on_error
         async def on_error(error: ProxyError, route: Route, trigger: Any) -> None:
@@ -437,13 +441,22 @@ def _print_batch(trace: _Trace, batch: Any) -> None:
         trace(f"  #{batch.seq:<3} {instance.name:<17} by {entry.performer:<9} {keys}")
 
 
-def _print_http(trace: _Trace, event: Any) -> None:
+def _print_http(trace: _Trace, event: Any, transport: str = "rest") -> None:
+    """One line per exchange: ``HTTP`` with the method and path, or, for a checkout
+    request sent over MCP or A2A, the transport and the tool or action it was
+    sent as (the route's path is REST's, not what went on the wire)."""
+    from strabo.ucp.mcp_transport import tool_of
+
     status = event.status if event.status is not None else f"no answer ({event.error})"
     retry = f"  (try {event.attempt})" if event.attempt > 1 else ""
-    trace(
-        f"       HTTP {event.method:<5} {event.path:<60} {status}  {event.seconds * 1000:.1f} ms"
-        f"{retry}"
-    )
+    found = tool_of(event.method, event.path) if transport in WIRES else None
+    if found is None:
+        what = f"HTTP {event.method:<5} {event.path:<60}"
+    else:
+        tool, checkout = found
+        label = f"{tool} {checkout}" if checkout else tool
+        what = f"{WIRES[transport]:<4} {label:<66}"
+    trace(f"       {what} {status}  {event.seconds * 1000:.1f} ms{retry}")
 
 
 async def _profile_problem(url: str) -> tuple[str | None, int]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.routing import Route
 
+from . import _discovery
 from ._ap2 import Ap2, Ap2Settings
 from ._csvdata import load_data_dir
 from ._discovery import MCP_PATH
@@ -47,7 +49,10 @@ def create_app(
     ``ap2`` turns on the AP2 mandates extension (``_ap2``): True with a fresh
     signing key, or :class:`Ap2Settings`; off, ``ap2`` is accepted and ignored.
     Serving 2026-04-08, the app also serves UCP checkout over MCP at ``/ucp/mcp``
-    (``_mcp``), while its lifespan runs (uvicorn runs it).
+    (``_mcp``), while its lifespan runs (uvicorn runs it). At either version, it
+    serves UCP checkout over A2A at ``/ucp/a2a`` (``_a2a``) when the A2A SDK is
+    installed (``_discovery.a2a_available``; the ``a2a`` extra), and lists it
+    in its profiles.
 
     Raises :class:`CatalogError` for a catalog file or data directory that cannot be
     used, and ValueError when given both or an unknown ``ucp_version``.
@@ -70,21 +75,41 @@ def create_app(
         ucp_version=ucp_version,
         ap2=Ap2(settings, profiles) if settings is not None else None,
     )
-    routes, lifespan = endpoints.routes(), None
+    routes = endpoints.routes()
+    running: list[Any] = []  # the transports served beside REST: bind(app), running()
     if endpoints.versions.translating:  # UCP checkout over MCP: a 2026-04-08 binding
         from ._mcp import CheckoutMcp  # loads the MCP SDK for this merchant only
 
         mcp = CheckoutMcp()
         routes.append(Route(MCP_PATH, mcp))
+        running.append(mcp)
+    if _discovery.a2a_available():  # UCP checkout over A2A, at either version
+        from ._a2a import CheckoutA2a  # loads the A2A SDK for this merchant only
 
-        @asynccontextmanager
-        async def lifespan(app: Starlette) -> AsyncIterator[None]:
-            async with mcp.running():
-                yield
+        def title_of(product_id: str) -> str | None:
+            product = shop.product(product_id)
+            return product.title if product is not None else None
 
-    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
-    if lifespan is not None:
-        mcp.bind(app)
+        a2a = CheckoutA2a(
+            serving=ucp_version, base=endpoints.base,
+            capabilities=lambda request: endpoints.versions.old_profile(request)["ucp"][
+                "capabilities"],
+            title_of=title_of, currency=shop.currency)
+        routes += a2a.routes()
+        running.append(a2a)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for transport in running:
+                context: AbstractAsyncContextManager[None] = transport.running()
+                await stack.enter_async_context(context)
+            yield
+
+    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS,
+                    lifespan=lifespan if running else None)
+    for transport in running:
+        transport.bind(app)
     app.state.merchant = merchant
     return app
 

@@ -12,6 +12,8 @@ their documents are served by the merchant itself (see ``_handlers``).
 
 from __future__ import annotations
 
+from functools import cache
+from importlib.util import find_spec
 from typing import Any
 
 from strabo.ucpwire import NEW
@@ -45,11 +47,15 @@ def _capability(name: str, *, extends: str | None = None) -> Capability:
 
 
 def profile(base: str, *, catalog: Catalog, shop_id: str,
-            ap2_key: dict[str, Any] | None = None) -> dict[str, Any]:
+            ap2_key: dict[str, Any] | None = None, a2a: bool | None = None) -> dict[str, Any]:
     """The profile of a merchant served at ``base``, as sent on the wire.
     ``ap2_key`` (a public JWK) adds the AP2 mandates extension and lists the key
-    in ``signing_keys`` (``_ap2``)."""
+    in ``signing_keys`` (``_ap2``). ``a2a`` lists the A2A transport (its agent
+    card, ``_a2a``); None lists it when :func:`a2a_available`, as ``create_app``
+    serves it then (the 2026-04-08 profile, made from this one, lists it too)."""
     checkout = "dev.ucp.shopping.checkout"
+    if a2a is None:
+        a2a = a2a_available()
     ap2 = [] if ap2_key is None else [Capability(
         name=CAPABILITY, spec=f"{_UCP}/specification/ap2-mandates",
         schema_uri=f"{_UCP}/schemas/shopping/ap2_mandate.json", extends=checkout,
@@ -64,6 +70,7 @@ def profile(base: str, *, catalog: Catalog, shop_id: str,
                         schema_uri=f"{_UCP}/services/shopping/rest.openapi.json",
                         endpoint=base.rstrip("/") + "/",
                     ),
+                    a2a={"endpoint": base.rstrip("/") + A2A_CARD_PATH} if a2a else None,
                 )
             },
             capabilities=[
@@ -105,3 +112,22 @@ def mcp_service(base: str) -> dict[str, Any]:
         "schema": f"{_UCP}/{NEW}/services/shopping/mcp.openrpc.json",
         "endpoint": base.rstrip("/") + MCP_PATH,
     }
+
+
+A2A_PATH = "/ucp/a2a"
+"""Where the merchant serves UCP checkout over A2A (``_a2a``): JSON-RPC, A2A
+1.0's ``SendMessage`` and 0.3's ``message/send``."""
+A2A_CARD_PATH = A2A_PATH + "/.well-known/agent-card.json"
+"""Its agent card: the ``endpoint`` of the profile's ``a2a`` transport
+(checkout/a2a.md, *Transport Discovery*), at the A2A well-known path under the
+agent's URL, where A2A clients look for it."""
+
+
+@cache
+def a2a_available() -> bool:
+    """Whether the A2A SDK and its HTTP server are installed (the ``a2a`` extra):
+    then every merchant serves A2A; without them none does, and nothing loads it."""
+    try:
+        return find_spec("a2a") is not None and find_spec("sse_starlette") is not None
+    except (ImportError, ValueError):
+        return False

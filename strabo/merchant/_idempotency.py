@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +33,18 @@ class Reply:
     body: dict[str, Any]
 
 
-class IdempotencyStore:
-    """Replies by idempotency key, for the lifetime of one merchant (no expiry)."""
+KEPT = 100_000
+"""Replies kept at most, the oldest forgotten first: a client making up keys
+cannot fill the memory (a key forgotten is served as a new request)."""
 
-    def __init__(self) -> None:
-        self._records: dict[str, tuple[str, Reply]] = {}
+
+class IdempotencyStore:
+    """Replies by idempotency key, for the lifetime of one merchant, the
+    :data:`KEPT` latest."""
+
+    def __init__(self, kept: int = KEPT) -> None:
+        self._records: OrderedDict[str, tuple[str, Reply]] = OrderedDict()
+        self.kept = kept
 
     def replay(self, key: str, digest: str) -> Reply | None:
         """The stored reply for this key, None if new; 409 if the key meant another request."""
@@ -51,3 +59,6 @@ class IdempotencyStore:
     def remember(self, key: str, digest: str, reply: Reply) -> None:
         """Store a successful reply under ``key``."""
         self._records[key] = (digest, reply)
+        self._records.move_to_end(key)
+        while len(self._records) > self.kept:
+            self._records.popitem(last=False)

@@ -35,11 +35,10 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import mcp_types as types
 from mcp.server import Server
@@ -47,6 +46,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._inprocess import call
 
 log = logging.getLogger("strabo.merchant")
 
@@ -213,54 +214,12 @@ class CheckoutMcp:
         (or text), and any Retry-After."""
         if self._app is None:
             raise RuntimeError("CheckoutMcp is not bound to a merchant app")
-        payload = b"" if body is None else json.dumps(body).encode()
-        origin = origin or {}
+        origin = dict(origin or {})
         host = dict(origin.get("headers") or ()).get(b"host")
-        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-        raw += [(b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode())]
         if host is not None:
-            raw.append((b"host", host))
-        scope: dict[str, Any] = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-            "method": method, "scheme": origin.get("scheme", "http"), "path": path,
-            "raw_path": quote(path).encode(), "query_string": b"", "root_path": "",
-            "headers": raw, "server": origin.get("server", ("127.0.0.1", 80)),
-            "client": origin.get("client", ("127.0.0.1", 0)),
-        }
-        given = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal given
-            if given:
-                return {"type": "http.disconnect"}
-            given = True
-            return {"type": "http.request", "body": payload, "more_body": False}
-
-        started: dict[str, Any] = {}
-        chunks: list[bytes] = []
-
-        async def send(message: MutableMapping[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                started.update(message)
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        try:
-            await self._app(scope, receive, send)
-        except Exception:
-            if "status" not in started:
-                raise
-            # Starlette re-raises after answering 500: the answer is what counts.
-        status = int(started.get("status", 500))
-        retry_after = next((v.decode("latin-1") for k, v in started.get("headers", ())
-                            if k.lower() == b"retry-after"), None)
-        text = b"".join(chunks).decode("utf-8", errors="replace")
-        try:
-            answer: Any = json.loads(text) if text else None
-        except ValueError:
-            answer = text
-        return status, answer, retry_after
+            origin["host"] = host.decode("latin-1")
+        answer = await call(self._app, method, path, headers, body, origin)
+        return answer.status, answer.body, answer.headers.get("retry-after")
 
 
 def _invalid(message: str) -> MCPError:

@@ -27,6 +27,7 @@ from typing import Any
 
 from strabo.proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
 from strabo.ucp import versions
+from strabo.ucp.a2a_transport import A2aCheckout, a2a_endpoint
 from strabo.ucp.mcp_transport import TRANSPORTS, McpCheckout, mcp_endpoint
 from strabo.ucp.profile import ProfileSite, platform_profile
 
@@ -53,8 +54,10 @@ class VersionedProxy(ProxyAdapter):
     ``ucp_transport`` is what checkout goes over: ``"rest"`` (the default) or
     ``"mcp"``, the tools of a 2026-04-08 merchant that lists an MCP endpoint
     in its profile (:mod:`strabo.ucp.mcp_transport`; the routes do not change,
-    only the sending). A merchant that serves no MCP fails each checkout
-    request with ``transport_unsupported``, by the route's failure policy."""
+    only the sending), or ``"a2a"``, messages to the A2A agent the merchant's
+    profile lists, in the version spoken (:mod:`strabo.ucp.a2a_transport`). A
+    merchant that serves neither fails each checkout request with
+    ``transport_unsupported``, by the route's failure policy."""
 
     def __init__(self, *args: Any, ucp_version: str | None = None,
                  platform_profile: str | None = None, ucp_transport: str = "rest",
@@ -64,7 +67,7 @@ class VersionedProxy(ProxyAdapter):
             raise ValueError(f"ucp_transport must be one of {', '.join(TRANSPORTS)}, "
                              f"not {ucp_transport!r}")
         self.ucp_transport = ucp_transport
-        self._mcp: McpCheckout | None = None
+        self._mcp: McpCheckout | A2aCheckout | None = None  # checkout's sender
         self.platform_profile = platform_profile
         self.declared: dict[str, dict[str, Any]] = {}
         self._profile_site = ProfileSite(self.profile)
@@ -128,7 +131,8 @@ class VersionedProxy(ProxyAdapter):
             await self._profile_site.close()
 
     async def _http(self, route: Route) -> Any:
-        """Over MCP, a client that sends checkout requests as tool calls."""
+        """Over MCP or A2A, a client that sends checkout requests as tool calls
+        or messages."""
         rest = await super()._http(route)
         return rest if self._mcp is None else self._mcp.over(rest)
 
@@ -153,16 +157,26 @@ class VersionedProxy(ProxyAdapter):
                 log.info("%s: the merchant at %s speaks UCP %s", self.name, self.base_url,
                          self.ucp_version)
             assert self.ucp_version is not None
-            if self.ucp_transport == "mcp" and self._mcp is None:
+            if self.ucp_transport != "rest" and self._mcp is None:
                 await self._over_mcp(profile)
             return self.ucp_version
 
     async def _over_mcp(self, profile: Any) -> None:
-        """Send checkout over the MCP endpoint of the merchant's profile (read
-        now if not yet), or raise ``transport_unsupported``."""
+        """Send checkout over the MCP endpoint (or A2A agent) of the merchant's
+        profile (read now if not yet), or raise ``transport_unsupported``."""
         if profile is None:
             profile = await super()._send(
                 self.routes["Discover"], "/.well-known/ucp", None, "discovery")
+        if self.ucp_transport == "a2a":
+            card = a2a_endpoint(profile)
+            if card is None:
+                raise ProxyError(
+                    f"the merchant at {self.base_url} serves no UCP checkout over A2A (its "
+                    "profile lists no A2A agent card): use the REST transport",
+                    code="transport_unsupported")
+            self._mcp = A2aCheckout(card, self.ucp_version or versions.OLD, self.timeout)
+            log.info("%s: checkout over A2A, agent card %s", self.name, card)
+            return
         endpoint = mcp_endpoint(profile) if self.ucp_version == versions.NEW else None
         if endpoint is None:
             raise ProxyError(
@@ -179,7 +193,7 @@ class VersionedProxy(ProxyAdapter):
         if route.name == "Discover":
             return await super()._send(route, path, body, idempotency_key)
         version = self.ucp_version
-        if version is None or (self.ucp_transport == "mcp" and self._mcp is None):
+        if version is None or (self.ucp_transport != "rest" and self._mcp is None):
             version = await self.negotiate()
         if version == versions.OLD:
             return await super()._send(route, path, body, idempotency_key)

@@ -126,3 +126,15 @@ async def test_concurrent_creates_with_one_key_open_one_session(shop: Shop):
     assert {r.status_code for r in responses} == {201}
     assert len({r.json()["id"] for r in responses}) == 1
     assert len(shop.merchant.checkouts()) == 1
+
+
+async def test_the_records_kept_are_bounded_the_oldest_forgotten_first(shop: Shop):
+    """A client making up keys cannot fill the merchant's memory: past the bound,
+    the oldest key is forgotten (and served as a new request)."""
+    shop.merchant._idempotency.kept = 2
+    keys = [str(uuid.uuid4()) for _ in range(3)]
+    first = [(await shop.shopper.create(key=k)).json()["id"] for k in keys]
+    assert len(shop.merchant._idempotency._records) == 2
+    # The newest two still replay; the oldest opens a new session.
+    assert (await shop.shopper.create(key=keys[2])).json()["id"] == first[2]
+    assert (await shop.shopper.create(key=keys[0])).json()["id"] not in first

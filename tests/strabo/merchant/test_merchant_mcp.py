@@ -87,7 +87,7 @@ def payment(token: str = "success_token") -> dict[str, Any]:
 async def test_the_profile_lists_the_mcp_transport_with_its_endpoint() -> None:
     async with merchant_mcp() as (_, url, profile):
         entries = {e["transport"]: e for e in profile["ucp"]["services"]["dev.ucp.shopping"]}
-        assert set(entries) == {"rest", "mcp"}
+        assert set(entries) == {"rest", "mcp", "a2a"}
         assert entries["mcp"] == {
             "version": NEW, "transport": "mcp", "endpoint": f"{url}/ucp/mcp",
             "spec": f"https://ucp.dev/{NEW}/specification/overview",
@@ -97,7 +97,7 @@ async def test_the_profile_lists_the_mcp_transport_with_its_endpoint() -> None:
 async def test_a_merchant_serving_2026_01_11_has_no_mcp() -> None:
     """That version's MCP binding (``_meta.ucp``) is another one: not served."""
     async with merchant_mcp(OLD) as (_, url, profile):
-        assert set(profile["ucp"]["services"]["dev.ucp.shopping"]) == {"version", "spec", "rest"}
+        assert "mcp" not in profile["ucp"]["services"]["dev.ucp.shopping"]
         async with httpx.AsyncClient() as client:
             assert (await client.post(f"{url}/ucp/mcp", json={})).status_code == 404
 
