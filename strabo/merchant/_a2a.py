@@ -61,7 +61,7 @@ from starlette.types import ASGIApp
 
 from . import _a2a_wire as wire
 from ._discovery import A2A_CARD_PATH, A2A_PATH
-from ._idempotency import fingerprint
+from ._idempotency import KEPT, Kept, fingerprint
 from ._inprocess import call
 from ._versions import SUPPORTED
 
@@ -91,9 +91,11 @@ class CheckoutA2a:
         self.base, self.capabilities = base, capabilities
         self.title_of, self.currency, self.name = title_of, currency, name
         self._app: ASGIApp | None = None
-        self._replies: dict[str, tuple[str, dict[str, Any]]] = {}  # messageId -> digest, data
+        # messageId -> digest, data; (UCP-Agent, contextId) -> checkout: the KEPT
+        # latest of each, so that made-up ids cannot fill the memory.
+        self._replies: Kept[str, tuple[str, dict[str, Any]]] = Kept(KEPT)
         self._busy: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # messageId -> lock, users
-        self._contexts: dict[tuple[str, str], str] = {}  # (UCP-Agent, contextId) -> checkout
+        self._contexts: Kept[tuple[str, str], str] = Kept(KEPT)
         self._handler = DefaultRequestHandler(
             agent_executor=_Executor(self), task_store=InMemoryTaskStore(),
             agent_card=self.agent_card(A2A_PATH, []))

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ._errors import idempotency_conflict
 
@@ -38,13 +38,31 @@ KEPT = 100_000
 cannot fill the memory (a key forgotten is served as a new request)."""
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Kept(OrderedDict[K, V], Generic[K, V]):
+    """A mapping that keeps its ``bound`` latest entries, the oldest set
+    forgotten first."""
+
+    def __init__(self, bound: int) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.bound:
+            self.popitem(last=False)
+
+
 class IdempotencyStore:
     """Replies by idempotency key, for the lifetime of one merchant, the
     :data:`KEPT` latest."""
 
     def __init__(self, kept: int = KEPT) -> None:
-        self._records: OrderedDict[str, tuple[str, Reply]] = OrderedDict()
-        self.kept = kept
+        self._records: Kept[str, tuple[str, Reply]] = Kept(kept)
 
     def replay(self, key: str, digest: str) -> Reply | None:
         """The stored reply for this key, None if new; 409 if the key meant another request."""
@@ -59,6 +77,3 @@ class IdempotencyStore:
     def remember(self, key: str, digest: str, reply: Reply) -> None:
         """Store a successful reply under ``key``."""
         self._records[key] = (digest, reply)
-        self._records.move_to_end(key)
-        while len(self._records) > self.kept:
-            self._records.popitem(last=False)

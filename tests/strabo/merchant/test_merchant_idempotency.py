@@ -131,10 +131,19 @@ async def test_concurrent_creates_with_one_key_open_one_session(shop: Shop):
 async def test_the_records_kept_are_bounded_the_oldest_forgotten_first(shop: Shop):
     """A client making up keys cannot fill the merchant's memory: past the bound,
     the oldest key is forgotten (and served as a new request)."""
-    shop.merchant._idempotency.kept = 2
+    shop.merchant._idempotency._records.bound = 2
     keys = [str(uuid.uuid4()) for _ in range(3)]
     first = [(await shop.shopper.create(key=k)).json()["id"] for k in keys]
     assert len(shop.merchant._idempotency._records) == 2
     # The newest two still replay; the oldest opens a new session.
     assert (await shop.shopper.create(key=keys[2])).json()["id"] == first[2]
     assert (await shop.shopper.create(key=keys[0])).json()["id"] not in first
+
+
+def test_kept_holds_its_bound_latest_entries() -> None:
+    """The A2A binding's replies and contexts are kept the same way."""
+    from strabo.merchant._idempotency import Kept
+
+    kept: Kept[str, int] = Kept(2)
+    kept["a"], kept["b"], kept["a"], kept["c"] = 1, 2, 3, 4
+    assert list(kept.items()) == [("a", 3), ("c", 4)]
