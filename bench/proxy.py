@@ -1,9 +1,21 @@
-"""Proxy benchmark: UCP checkouts through Peach versus the same HTTP calls made directly.
+"""Proxy benchmark: UCP checkouts through Peach versus the same calls made directly.
 
-    .venv/bin/python bench/proxy.py            # 200 checkouts each way
-    .venv/bin/python bench/proxy.py --quick    # 40
+    .venv/bin/python bench/proxy.py                    # every transport, 150 checkouts each way
+    .venv/bin/python bench/proxy.py --quick            # 40
+    .venv/bin/python bench/proxy.py --transport mcp    # one transport (rest, mcp, a2a)
 
-The bundled merchant runs in its own process. The direct client makes, for each
+For each checkout transport (:data:`TRANSPORTS`), the Business proxy sends
+checkout over it (``business_proxy(..., transport=...)``) and a direct client of
+that transport makes the same calls; the ratio of the medians is the proxy's
+cost (the goal: at most 1.3x the direct client). Over REST the merchant speaks
+UCP 2026-01-11 (its default); over MCP and A2A, 2026-04-08. Over MCP the
+direct client is the official ``mcp`` SDK's streamable-HTTP ``ClientSession``,
+one session, calling the proxy's tools with the proxy's arguments; over A2A,
+JSON-RPC ``message/send`` posted with httpx (and with the proxy's lean client),
+with the proxy's messages and headers (bench/_direct.py checks that they are
+the same before measuring).
+
+The bundled merchant runs in its own process. Over REST the direct client makes, for each
 checkout, the requests the Business proxy makes (POST the session, PUT the
 destination, PUT the shipping option, POST complete) with httpx and the same
 headers; so does a second direct client, with the lean HTTP/1.1 client the proxy
@@ -18,9 +30,11 @@ proxy of strabo/ucp, with the SyncServer
   each agent's attempts, answers and events on one channel per protocol);
 * in the agents' process, through the LocalExecutor (the embedded set-up).
 
-Checkouts run one after the other (each waits for the last to complete). The
-report gives the wall time per checkout, the ratio to the direct client, the
-share of the merchant's requests in it, and the CPU time each process spends per checkout (from
+Checkouts run one after the other (each waits for the last to complete), one
+each way in turn, the direct clients' and the pipeline's (in an order drawn at
+random each round), so that all see the same machine. The report gives the
+wall time per checkout, the ratio to the direct client, the share of the
+merchant's requests in it, and the CPU time each process spends per checkout (from
 /proc, on Linux): this process (the direct client, or the agents and the
 proxy), the SyncServer and the merchant. The checkouts run one after the other,
 so CPU time on the path of a checkout is wall time; it tells which process a
@@ -31,18 +45,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-from bench.syncserver import process, syncserver_command  # noqa: E402
+from bench._checkout import process  # noqa: E402
+from bench._direct import A2aDirect, McpDirect, check_a2a, check_mcp  # noqa: E402
+from bench.syncserver import syncserver_command  # noqa: E402
 from langshaw import LangshawProtocol  # noqa: E402
 from peach import FeasibleAction, LocalExecutor, PeachAdapter, SyncExecutor  # noqa: E402
 from strabo.proxy import ProxyRequest  # noqa: E402
@@ -71,9 +91,10 @@ CREATE = {
 }
 
 
-async def merchant_process():
+async def merchant_process(*options: str) -> Any:
     return process(
-        sys.executable, "-m", "strabo.cli", "merchant", "--port", "0", "--log-level", "warning"
+        sys.executable, "-m", "strabo.cli", "merchant", "--port", "0", "--log-level", "warning",
+        *options,
     )
 
 
@@ -87,6 +108,11 @@ class Direct:
     def __init__(self, url: str, lean: bool = False) -> None:
         self.url = url
         self.client: Client = LeanClient(url, 10) if lean else HttpxClient(url, 10, None)
+        self.name = "lean" if lean else "direct"
+        self.label = "direct lean client" if lean else "direct httpx client"
+
+    async def open(self) -> None:
+        """Nothing to open: the client connects on its first request."""
 
     async def send(self, method: str, path: str, body: Any) -> Any:
         headers = self.headers(method, self.url + path, body)
@@ -154,10 +180,12 @@ class Pipeline:
     """The Platform of strabo/ucp (Listing 5's handlers), creating checkouts one by
     one, and the Business proxy of strabo/ucp; with timings."""
 
-    def __init__(self, platform_executor: Any, proxy_executor: Any, merchant: str) -> None:
+    def __init__(
+        self, platform_executor: Any, proxy_executor: Any, merchant: str, transport: str = "rest"
+    ) -> None:
         protocol = LangshawProtocol.load(PROTOCOL)
         self.platform = PeachAdapter("platform", protocol, "Platform", platform_executor)
-        self.proxy = business_proxy(proxy_executor, merchant)
+        self.proxy = business_proxy(proxy_executor, merchant, transport=transport)
         self.done: dict[str, asyncio.Event] = {}
         self.http = 0.0  # seconds spent in merchant requests
         self.proxy.http_listeners.append(self._on_http)
@@ -169,7 +197,7 @@ class Pipeline:
             )
 
         @self.platform.on_completion
-        async def completed(keys: dict, mas_id: str) -> None:
+        async def completed(keys: dict[str, Any], mas_id: str) -> None:
             self.done[keys["cid"]].set()
 
     def _on_http(self, event: Any) -> None:
@@ -198,37 +226,94 @@ class CPU:
 
     def __init__(self, pids: dict[str, int]) -> None:
         self.pids = pids
-        self.spent: dict[str, dict[str, float]] = {"direct": {}, "lean": {}, "pipeline": {}}
+        self.spent: dict[str, dict[str, float]] = {}
 
     async def measure(self, way: str, checkout: Any) -> float:
         before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
-        took = await checkout()
+        took: float = await checkout()
+        spent = self.spent.setdefault(way, {})
         for name, pid in self.pids.items():
             start, end = before[name], cpu_seconds(pid)
             if start is not None and end is not None:
-                self.spent[way][name] = self.spent[way].get(name, 0.0) + end - start
+                spent[name] = spent.get(name, 0.0) + end - start
         return took
 
 
+# The transports ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transport:
+    """A checkout transport the proxy speaks, and how to measure it.
+
+    ``directs`` makes the direct clients for a merchant's URL, the yardstick
+    (the ratio's denominator) first; ``check``, if any, runs once after the
+    warm-up and refuses to measure unless the direct client makes the proxy's
+    calls. Adding a transport is a direct client (bench/_direct.py) and an
+    entry in :data:`TRANSPORTS`."""
+
+    merchant_options: tuple[str, ...]
+    directs: Callable[[str], list[Any]]
+    about: str
+    check: Callable[[Any, Any], Awaitable[None]] | None = None
+
+
+TRANSPORTS: dict[str, Transport] = {
+    "rest": Transport(
+        (),
+        lambda url: [Direct(url), Direct(url, lean=True)],
+        "UCP 2026-01-11 over REST; direct: httpx (the yardstick) and the proxy's lean client",
+    ),
+    "mcp": Transport(
+        ("--ucp-version", "2026-04-08"),
+        lambda url: [McpDirect(url)],
+        "UCP 2026-04-08 over MCP (streamable HTTP); direct: the mcp SDK's ClientSession",
+        check=check_mcp,
+    ),
+    "a2a": Transport(
+        ("--ucp-version", "2026-04-08"),
+        lambda url: [A2aDirect(url), A2aDirect(url, lean=True)],
+        "UCP 2026-04-08 over A2A (JSON-RPC message/send); direct: httpx (the yardstick) "
+        "and the proxy's lean client",
+        check=check_a2a,
+    ),
+}
+
+WARM_UP = 5
+
+
 async def compare(
-    merchant: str, pipeline: Pipeline, n: int, cpu: CPU
-) -> tuple[list[float], list[float], list[float]]:
-    """``n`` checkouts each way, in turn, so that all see the same machine."""
-    direct_times, lean_times, pipeline_times = [], [], []
-    direct, lean = Direct(merchant), Direct(merchant, lean=True)
-    async with pipeline.proxy, pipeline.platform:
-        for _ in range(5):  # warm up
-            await direct.checkout()
-            await lean.checkout()
-            await pipeline.checkout()
-        pipeline.http = 0.0
-        for _ in range(n):
-            direct_times.append(await cpu.measure("direct", direct.checkout))
-            lean_times.append(await cpu.measure("lean", lean.checkout))
-            pipeline_times.append(await cpu.measure("pipeline", pipeline.checkout))
-    await direct.aclose()
-    await lean.aclose()
-    return direct_times, lean_times, pipeline_times
+    pipeline: Pipeline, directs: list[Any], n: int, cpu: CPU, transport: Transport, title: str
+) -> dict[str, list[float]]:
+    """``n`` checkouts each way, one each way in turn (the direct clients' and the
+    pipeline's, in an order drawn at random each round), so that all see the same
+    machine; the seconds each took, by way (``"pipeline"`` and each direct's name)."""
+    times: dict[str, list[float]] = {way: [] for way in [d.name for d in directs] + ["pipeline"]}
+    ways = [(d.name, d.checkout) for d in directs] + [("pipeline", pipeline.checkout)]
+    order = random.Random(0)
+    for way, _ in ways:  # the report's order
+        cpu.spent.setdefault(way, {})
+    async with contextlib.AsyncExitStack() as stack:
+        for direct in directs:
+            await direct.open()
+            stack.push_async_callback(direct.aclose)
+        async with pipeline.proxy, pipeline.platform:
+            for _ in range(WARM_UP):
+                for _, checkout in ways:
+                    await checkout()
+            if transport.check is not None:
+                await transport.check(pipeline, directs[0])
+            pipeline.http = 0.0
+            quarters = {n * k // 4 for k in (1, 2, 3, 4)}
+            for i in range(n):
+                for way, checkout in ways if order.random() < 0.5 else ways[::-1]:
+                    times[way].append(await cpu.measure(way, checkout))
+                if i + 1 in quarters:
+                    print(f"    {title}: {i + 1}/{n}", flush=True)
+            # The Business's last Completed may still await its answer (the
+            # Platform hears of it first): let it land before the servers stop.
+            await pipeline.proxy.drain()
+    return times
 
 
 async def client_cost(host: str, port: int) -> tuple[float, float]:
@@ -282,88 +367,153 @@ def _config(directory: Path) -> Path:
     return path
 
 
-async def main(quick: bool) -> None:
-    n = 40 if quick else 200
-    print(f"strabo proxy benchmark: {n} SimpleUCP checkouts each way, one after the other,")
-    print("the direct clients and the Peach pipeline in turn\n")
+@dataclass
+class Result:
+    transport: str
+    setup: str
+    pipeline: Pipeline
+    cpu: CPU
+    directs: list[Any]
+    times: dict[str, list[float]]
+
+    def median(self, way: str) -> float:
+        return statistics.median(self.times[way])
+
+    @property
+    def yardstick(self) -> Any:
+        return self.directs[0]
+
+    @property
+    def ratio(self) -> float:
+        return self.median("pipeline") / self.median(self.yardstick.name)
+
+
+async def measure(name: str, transport: Transport, n: int, directory: Path) -> list[Result]:
+    """The pipeline against the direct clients of ``transport``, embedded and
+    over HTTP; a merchant process each (its stock lasts about a thousand checkouts)."""
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        directory = Path(tmp)
-        # A merchant each (its stock lasts about a thousand checkouts).
-        async with await merchant_process() as (host, port, merchant_pid):
-            merchant = f"http://{host}:{port}"
-            server = SyncServer.embedded(
-                [LangshawProtocol.load(PROTOCOL)],
-                {"platform": ["Platform"], "business": ["Business"]},
-            )
-            local = LocalExecutor(server)
-            embedded = Pipeline(local, local, merchant)
-            cpu = CPU({"this process": os.getpid(), "merchant": merchant_pid})
-            times = await compare(merchant, embedded, n, cpu)
-            results.append(("embedded SyncServer (LocalExecutor)", embedded, cpu, *times))
-        sync_cmd = syncserver_command(_config(directory), directory / "s.db")
-        async with (
-            await merchant_process() as (host, port, merchant_pid),
-            process(*sync_cmd) as (shost, sport, sync_pid),
-        ):
-            merchant = f"http://{host}:{port}"
-            url = f"http://{shost}:{sport}"
-            over_http = Pipeline(
-                SyncExecutor(url, "platform"), SyncExecutor(url, "business"), merchant
-            )
-            cpu = CPU(
-                {"this process": os.getpid(), "SyncServer": sync_pid, "merchant": merchant_pid}
-            )
-            times = await compare(merchant, over_http, n, cpu)
-            results.append(("SyncServer over HTTP (SyncExecutor)", over_http, cpu, *times))
-
-    async with process(sys.executable, str(ROOT / "bench" / "_servers.py")) as (host, port, _):
-        with_httpx, minimal = await client_cost(host, port)
-    relay = (sys.executable, str(ROOT / "bench" / "_servers.py"), "--relay")
-    async with process(*relay) as (host, port, _):
-        hop = await relay_hop(host, port)
-
-    for label, pipeline, cpu, direct_times, lean_times, times in results:
-        d, m = statistics.median(direct_times), statistics.median(times)
-        lean_d = statistics.median(lean_times)
-        print(f"Peach pipeline, {label}")
-        print(f"    direct httpx client  {d * 1e3:7.2f} ms per checkout (median)")
-        print(f"    direct lean client   {lean_d * 1e3:7.2f} ms per checkout (median)")
-        print(
-            f"    Peach pipeline       {m * 1e3:7.2f} ms per checkout (median)   "
-            f"ratio {m / d:4.2f}x to httpx (target <= 1.3x), {m / lean_d:4.2f}x to the lean client"
+    async with await merchant_process(*transport.merchant_options) as (host, port, merchant_pid):
+        merchant = f"http://{host}:{port}"
+        server = SyncServer.embedded(
+            [LangshawProtocol.load(PROTOCOL)],
+            {"platform": ["Platform"], "business": ["Business"]},
         )
-        total = sum(times)
-        merchant_share = pipeline.http / total
-        print(
-            f"    where the time goes: merchant requests {merchant_share:5.1%}, the bridge "
-            f"(attempts, events, handlers) {1 - merchant_share:5.1%}"
+        local = LocalExecutor(server)
+        embedded = Pipeline(local, local, merchant, name)
+        cpu = CPU({"this process": os.getpid(), "merchant": merchant_pid})
+        directs = transport.directs(merchant)
+        times = await compare(embedded, directs, n, cpu, transport, f"{name}, embedded")
+        results.append(Result(name, EMBEDDED, embedded, cpu, directs, times))
+    sync_cmd = syncserver_command(_config(directory), directory / f"{name}.db")
+    async with (
+        await merchant_process(*transport.merchant_options) as (host, port, merchant_pid),
+        process(*sync_cmd) as (shost, sport, sync_pid),
+    ):
+        merchant = f"http://{host}:{port}"
+        url = f"http://{shost}:{sport}"
+        over_http = Pipeline(
+            SyncExecutor(url, "platform"), SyncExecutor(url, "business"), merchant, name
         )
-        for way in ("direct", "lean", "pipeline"):
-            spent = cpu.spent[way]
-            if spent:
-                parts = ", ".join(f"{name} {t / n * 1e3:.2f}" for name, t in spent.items())
-                print(f"    CPU ms per checkout, {way:8}: {parts}")
-        print()
-    print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
+        cpu = CPU({"this process": os.getpid(), "SyncServer": sync_pid, "merchant": merchant_pid})
+        directs = transport.directs(merchant)
+        times = await compare(over_http, directs, n, cpu, transport, f"{name}, over HTTP")
+        results.append(Result(name, OVER_HTTP, over_http, cpu, directs, times))
+    return results
+
+
+def _load() -> str:
+    """The machine's load averages (1, 5, 15 minutes): the ratios hold on a busy
+    machine, the times do not."""
+    try:
+        return ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+EMBEDDED = "embedded SyncServer (LocalExecutor)"
+OVER_HTTP = "SyncServer over HTTP (SyncExecutor)"
+GOAL = 1.3
+
+
+def report(result: Result, n: int) -> None:
+    yardstick = result.yardstick
+    d, m = result.median(yardstick.name), result.median("pipeline")
+    print(f"{result.transport}: Peach pipeline, {result.setup}")
+    for direct in result.directs:
+        print(f"    {direct.label:26} {result.median(direct.name) * 1e3:7.2f} ms per checkout "
+              "(median)")
+    others = "".join(f", {m / result.median(o.name):4.2f}x to the {o.label}"
+                     for o in result.directs[1:])
     print(
-        f"    httpx {with_httpx * 1e3:.2f} ms, the lean HTTP/1.1 client {minimal * 1e3:.2f} ms "
-        "(syncserver.client; the SyncExecutor and the proxy use the second, syncserver/http1.py; "
-        "the executor's attempts ride its channel)"
+        f"    {'Peach pipeline':26} {m * 1e3:7.2f} ms per checkout (median)   "
+        f"ratio {m / d:4.2f}x to the {yardstick.label} (goal <= {GOAL}x){others}"
     )
+    merchant_share = result.pipeline.http / sum(result.times["pipeline"])
+    print(
+        f"    where the time goes: merchant requests {merchant_share:5.1%}, the bridge "
+        f"(attempts, events, handlers) {1 - merchant_share:5.1%}"
+    )
+    for way, spent in result.cpu.spent.items():
+        parts = ", ".join(f"{name} {t / n * 1e3:.2f}" for name, t in spent.items())
+        print(f"    CPU ms per checkout, {way:8}: {parts}")
     print()
-    print("What any server process costs: one line through a bare relay process, median:")
-    print(
-        f"    {hop * 1e3:.3f} ms a hop; a SimpleUCP checkout crosses the SyncServer {HOPS} times: "
-        f"{HOPS * hop * 1e3:.2f} ms"
-    )
-    for label, _, _, direct_times, lean_times, times in results:
-        d, m = statistics.median(direct_times), statistics.median(times)
-        lean_d = statistics.median(lean_times)
+
+
+async def main(quick: bool, transports: list[str]) -> None:
+    n = 40 if quick else 150  # the default run, every transport, in about two minutes
+    print(f"strabo proxy benchmark: {n} SimpleUCP checkouts each way, one after the other,")
+    print(f"the direct clients and the Peach pipeline in turn; transports: {', '.join(transports)}")
+    print(f"(load average {_load()} at the start)")
+    for name in transports:
+        print(f"    {name}: {TRANSPORTS[name].about}")
+    print(flush=True)
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in transports:
+            results += await measure(name, TRANSPORTS[name], n, Path(tmp))
+    print()
+    for result in results:
+        report(result, n)
+
+    if "rest" in transports:
+        async with process(sys.executable, str(ROOT / "bench" / "_servers.py")) as (
+            host, port, _
+        ):
+            with_httpx, minimal = await client_cost(host, port)
+        relay = (sys.executable, str(ROOT / "bench" / "_servers.py"), "--relay")
+        async with process(*relay) as (host, port, _):
+            hop = await relay_hop(host, port)
+        print("One small JSON request to a bare Starlette echo endpoint, median round trip:")
         print(
-            f"    {label}: the pipeline takes {(m - lean_d) * 1e3:+.2f} ms against the lean "
-            f"direct client, {(m - d) * 1e3:+.2f} ms against the httpx one (1.3x allows "
-            f"{0.3 * d * 1e3:+.2f} ms)"
+            f"    httpx {with_httpx * 1e3:.2f} ms, the lean HTTP/1.1 client {minimal * 1e3:.2f} ms "
+            "(syncserver.client; the SyncExecutor and the proxy use the second, "
+            "syncserver/http1.py; the executor's attempts ride its channel)"
+        )
+        print()
+        print("What any server process costs: one line through a bare relay process, median:")
+        print(
+            f"    {hop * 1e3:.3f} ms a hop; a SimpleUCP checkout crosses the SyncServer {HOPS} "
+            f"times: {HOPS * hop * 1e3:.2f} ms"
+        )
+    print("What the pipeline adds to a checkout, against each direct client:")
+    for result in results:
+        d, m = result.median(result.yardstick.name), result.median("pipeline")
+        against = "".join(f", {(m - result.median(o.name)) * 1e3:+.2f} ms against the {o.label}"
+                          for o in result.directs[1:])
+        print(
+            f"    {result.transport}, {result.setup}: the pipeline takes {(m - d) * 1e3:+.2f} ms "
+            f"against the {result.yardstick.label}{against} "
+            f"({GOAL}x allows {(GOAL - 1) * d * 1e3:+.2f} ms)"
+        )
+    print()
+    print(f"Summary: the proxy against a direct client of its transport (goal <= {GOAL}x; "
+          f"load average {_load()})")
+    print(f"    {'transport':9} {'set-up':36} {'direct':>9} {'proxy':>9} {'ratio':>6}  goal")
+    for result in results:
+        d, m = result.median(result.yardstick.name), result.median("pipeline")
+        print(
+            f"    {result.transport:9} {result.setup:36} {d * 1e3:6.2f} ms {m * 1e3:6.2f} ms "
+            f"{m / d:5.2f}x  {'met' if m / d <= GOAL else 'NOT met'}"
         )
 
 
@@ -372,4 +522,12 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="fewer checkouts")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument(
+        "--transport",
+        choices=[*TRANSPORTS, "all"],
+        default="all",
+        help="the checkout transport to measure (default: all of them, in turn)",
+    )
+    arguments = parser.parse_args()
+    chosen = list(TRANSPORTS) if arguments.transport == "all" else [arguments.transport]
+    asyncio.run(main(arguments.quick, chosen))

@@ -42,7 +42,7 @@ from syncserver.client import Client, NoAnswer
 
 log = logging.getLogger("strabo.ucp")
 
-TRANSPORTS = ("rest", "mcp")
+TRANSPORTS = ("rest", "mcp", "a2a")
 """The transports a Business proxy can speak checkout over."""
 
 TOOLS = (
@@ -243,6 +243,9 @@ class McpCheckout:
         return answer_of_result(result)
 
     async def _open(self) -> _Session:
+        session = self._session
+        if session is not None and session.client is not None:
+            return session  # open already: every call but the first (no lock, no timer)
         async with self._opening:
             if self._session is None:
                 self._session = _Session(self.endpoint, self.timeout)
