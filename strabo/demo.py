@@ -52,7 +52,10 @@ ending the outcome calls for.
 To use another UCP merchant (the UCP samples' Python reference server, say),
 give its base URL with --merchant; it must publish its UCP profile at
 /.well-known/ucp and sell the item 'bouquet_roses' (both the reference and the
-bundled merchant do). Exit status 2 when what answers is not a UCP merchant.
+bundled merchant do), or the product --product names: then the buyer also
+carries a shipping address, for a merchant that takes it with the buyer's
+details (Google's A2A business agent: --product BISC-001). Exit status 2 when
+what answers is not a UCP merchant.
 """
 
 
@@ -84,6 +87,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the UCP version the bundled merchant serves (default 2026-01-11); the "
         "proxy reads it from the merchant's profile either way",
+    )
+    parser.add_argument(
+        "--product",
+        metavar="ID",
+        default=None,
+        help="with --merchant: the product the Platform buys (the merchant's item id, "
+        "e.g. BISC-001 for Google's A2A business agent; default bouquet_roses), for a "
+        "buyer with a shipping address; with --protocol atomic or incremental",
     )
     parser.add_argument(
         "--transport",
@@ -142,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
     if args.ucp_version and args.merchant:
         problem = ("--ucp-version is the bundled merchant's; a merchant given with "
                    "--merchant serves what it serves (the proxy reads its profile)")
+    if args.product and (not args.merchant or args.protocol == "resilient"):
+        problem = ("--product names an item of the merchant given with --merchant, for "
+                   "--protocol atomic or incremental (the bundled merchant sells the sample)")
     if args.transport == "mcp" and args.ucp_version == "2026-01-11":
         problem = "--transport mcp needs UCP 2026-04-08 (2026-01-11 has no MCP checkout)"
     if problem:
@@ -152,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(
         demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor,
              outcome=args.outcome, ucp_version=args.ucp_version,
-             platform_profile=args.platform_profile, transport=args.transport)
+             platform_profile=args.platform_profile, transport=args.transport,
+             product=args.product)
     )
 
 
@@ -177,6 +192,7 @@ async def demo(
     ucp_version: str | None = None,
     platform_profile: str | None = None,
     transport: str = "rest",
+    product: str | None = None,
 ) -> int:
     """Run one checkout; 0 when it completed. ``executor`` is "syncserver" (one
     embedded, with ``policy``, default instant) or "peer" (no SyncServer: a
@@ -186,7 +202,8 @@ async def demo(
     merchant serves. ``platform_profile`` is the public URL of the Platform
     profile the proxy names (None: the proxy serves it on loopback). ``transport``
     is what the proxy sends checkout over: "rest", "mcp" (2026-04-08 only) or
-    "a2a"."""
+    "a2a". With ``merchant``, ``product`` is the item the Platform buys, for a
+    buyer with a shipping address."""
     import asyncio
     import contextlib
 
@@ -276,7 +293,7 @@ async def demo(
 
         proxy = make_proxy(executors["business"], merchant_url, transport=transport)
         proxy.platform_profile = platform_profile
-        platform, done = make_platform(executors["platform"])
+        platform, done = make_platform(executors["platform"], **_buying(product))
         from strabo.ucp import order_demo  # the order through to delivery (UCPOrder)
 
         done = await order_demo.stage(
@@ -337,11 +354,25 @@ async def demo(
         checkout = next(i["id"] for i in history if i.name == "Created")
         order = next(i["order"] for i in history if i.name == "Completed")
         session = await _session(merchant_url, checkout, ucp_header_hook, ProxyRequest)
+        # A checkout sent over A2A may have no REST side (Google's agent): the last
+        # state its answers carried.
+        session = session or getattr(getattr(proxy, "_mcp", None), "seen", {}).get(checkout, {})
     print("\nSummary")
     print(f"  checkout  {checkout} ({session.get('status', '?')})")
     print(f"  order     {(order or {}).get('id')}")
     print(f"  totals    {_totals(session)}")
     return 0
+
+
+def _buying(product: str | None) -> dict[str, Any]:
+    """The Platform's options for ``--product``: its line items, and a buyer with
+    a shipping address (in UCP's address fields)."""
+    if product is None:
+        return {}
+    from strabo.ucp.buying import SAMPLE_ADDRESS, line_items_of
+    from strabo.ucp.platform_agent import SAMPLE_BUYER
+
+    return {"line_items": line_items_of(product), "buyer": {**SAMPLE_BUYER, **SAMPLE_ADDRESS}}
 
 
 def _failure(proxy: Any, route: Any, error: Any) -> str:

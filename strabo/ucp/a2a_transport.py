@@ -44,9 +44,9 @@ unanswered ``add_to_checkout`` is settled by reading the context's checkout
 (``get_checkout``), an unanswered ``complete_checkout`` is a 409
 ``outcome_unknown`` (not resent: the order may exist), and so is an answer the
 proxy would resend (a 5xx). What was never sent (the connection refused) is
-NoAnswer in both dialects. A card that names a loopback origin other than the
-one it was read from (Google's says ``http://localhost:10999`` whatever port
-the agent runs on) is read as naming the origin it was read from.
+NoAnswer in both dialects. A card that names ``localhost`` at another origin
+than the loopback one it was read from (Google's says ``http://localhost:10999``
+whatever port the agent runs on) is read as naming the origin it was read from.
 
 Why not the A2A SDK's client (a2a-sdk 1.3, whose ``a2a.compat.v0_3``
 ``CompatJsonRpcTransport`` does speak 0.3 ``message/send`` and takes headers per
@@ -108,10 +108,12 @@ _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 def rebased(url: str, read_from: str) -> str:
     """``url`` (an agent card's endpoint) with the origin of ``read_from`` (where
-    the card was read) when it names another loopback origin: a card's
-    hard-coded development default, true only on its default port."""
+    the card was read) when it names ``localhost`` and that is another loopback
+    origin: a card's hard-coded development default (Google's sample agent's
+    ``http://localhost:10999``), true only on its default port. A card naming an
+    address is taken at its word."""
     named, there = urlsplit(url), urlsplit(read_from)
-    if named.hostname in _LOOPBACK and there.hostname in _LOOPBACK and (
+    if named.hostname == "localhost" and there.hostname in _LOOPBACK and (
             named.netloc != there.netloc):
         return named._replace(scheme=there.scheme, netloc=there.netloc).geturl()
     return url

@@ -15,6 +15,9 @@ StatusChange after Complete (``completed``: the merchant placed the order but
 its answer does not fit; ``complete_in_progress``: the outcome is unknown;
 ``canceled``) is never cancelled: the Platform stops, logs why, and sets
 ``done``; the order, if any, is the buyer's to follow with the merchant.
+
+Given a ``buyer`` (:mod:`strabo.ucp.buying`), it also sets it (SetBuyer) after
+the discounts, before shipping.
 """
 
 from __future__ import annotations
@@ -26,11 +29,8 @@ from typing import Any
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
 from strabo.ucp import shipping
-from strabo.ucp.platform_agent import (
-    SAMPLE_BUYER,
-    SAMPLE_LINE_ITEMS,
-    SAMPLE_PAYMENT_DATA,
-)
+from strabo.ucp.buying import payment_for
+from strabo.ucp.platform_agent import SAMPLE_BUYER, SAMPLE_LINE_ITEMS, SAMPLE_PAYMENT_DATA
 from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
@@ -52,8 +52,11 @@ def failed(action: ActionInstance) -> bool:
 
 
 def incremental_platform(
-    executor: Executor, name: str = "platform"
+    executor: Executor, name: str = "platform", *,
+    line_items: list[dict[str, Any]] | None = None, buyer: dict[str, Any] | None = None,
 ) -> tuple[PeachAdapter, asyncio.Event]:
+    """The Platform, buying ``line_items`` (default the sample's) for ``buyer``
+    (default the sample's, given at Create only; given, also set by SetBuyer)."""
     protocol = LangshawProtocol.load(PROTOCOL)
     adapter = PeachAdapter(name, protocol, "Platform", executor)
     done = asyncio.Event()
@@ -69,10 +72,14 @@ def incremental_platform(
     @adapter.on_enabled("Create")
     async def on_create_enabled(fa: FeasibleAction) -> None:
         await adapter.attempt([fa.bind(
-            line_items=SAMPLE_LINE_ITEMS, currency="USD", buyer=SAMPLE_BUYER, payment={})])
+            line_items=line_items or SAMPLE_LINE_ITEMS, currency="USD",
+            buyer=buyer or SAMPLE_BUYER, payment={})])
+
+    offered: dict[str, Any] = {}  # eid -> the payment the merchant's checkout offers
 
     @adapter.observation("Created")
     async def on_created(action: ActionInstance, performer: str) -> None:
+        offered[str(action["eid"])] = action.get("payment_config")
         await then("ApplyDiscounts", action["eid"], discount_codes={"codes": ["10OFF"]})
 
     sent: dict[str, list[dict[str, Any]]] = {}  # eid -> shipping preferences sent
@@ -87,7 +94,7 @@ def incremental_platform(
         chosen.append(preference)
         await then("SetFulfillment", eid, fulfillment_pref=preference)
 
-    @adapter.observation("DiscountsApplied", "FulfillmentSet", "StatusChange")
+    @adapter.observation("DiscountsApplied", "BuyerSet", "FulfillmentSet", "StatusChange")
     async def on_answer(action: ActionInstance, performer: str) -> None:
         if action.name == "StatusChange" and action["status"] not in CANCELLABLE:
             # The order may exist (or does): cancelling it would be wrong.
@@ -97,7 +104,9 @@ def incremental_platform(
             done.set()
         elif failed(action) or action.name == "StatusChange":
             await then("Cancel", action["eid"])
-        elif action.name == "DiscountsApplied":
+        elif action.name == "DiscountsApplied" and buyer is not None:
+            await then("SetBuyer", action["eid"], buyer=buyer)
+        elif action.name in ("DiscountsApplied", "BuyerSet"):
             await choose(action["eid"], shipping.ASK)
         elif action.name == "FulfillmentSet":
             step = shipping.next_choice(action.get("fulfillment"))
@@ -105,7 +114,9 @@ def incremental_platform(
                 await choose(action["eid"], step)
                 return
             sent.pop(action["eid"], None)
-            await then("Complete", action["eid"], payment_data=SAMPLE_PAYMENT_DATA,
+            payment = offered.pop(str(action["eid"]), None)
+            await then("Complete", action["eid"],
+                       payment_data=payment_for(payment, SAMPLE_PAYMENT_DATA),
                        risk_signals={"ip": "127.0.0.1"})
 
     return adapter, done

@@ -9,6 +9,9 @@ offers anything, so the Business proxy picks among the offers
 (:func:`strabo.ucp.shipping.next_choice`: the first destination, the cheapest
 option) and Created's ``fulfillment`` tells the Platform what was offered and
 chosen.
+
+It may be given the line items and the buyer (:mod:`strabo.ucp.buying`), and
+pays through a handler the merchant's checkout offers.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor, FeasibleAction, PeachAdapter
 from strabo.ucp import shipping
+from strabo.ucp.buying import payment_for
 from syncserver.bundled import path as bundled_protocol
 
 log = logging.getLogger("strabo.ucp")
@@ -50,11 +54,15 @@ SAMPLE_PAYMENT_DATA = {
 
 
 def platform_agent(
-    executor: Executor, name: str = "platform"
+    executor: Executor, name: str = "platform", *,
+    line_items: list[dict[str, Any]] | None = None, buyer: dict[str, Any] | None = None,
 ) -> tuple[PeachAdapter, asyncio.Event]:
+    """The Platform, buying ``line_items`` (default :data:`SAMPLE_LINE_ITEMS`)
+    for ``buyer`` (default :data:`SAMPLE_BUYER`)."""
     protocol = LangshawProtocol.load(PROTOCOL)
     adapter = PeachAdapter(name, protocol, "Platform", executor)
     done = asyncio.Event()
+    offered: dict[str, Any] = {}  # cid -> the payment the merchant's checkout offers
 
     @adapter.on_completion
     async def on_done(keys: dict[str, Any], mas_id: str) -> None:
@@ -65,18 +73,19 @@ def platform_agent(
         log.info("Observed %s by %s", action.action.name, performer)
         if action.name == "Created":
             log_shipping(name, action.get("fulfillment"))
+            offered[str(action["cid"])] = action.get("payment")
 
     @adapter.on_enabled("Create")
     async def on_create_enabled(fa: FeasibleAction) -> None:
         await adapter.attempt([fa.bind(
-            line_items=SAMPLE_LINE_ITEMS, currency="USD", buyer=SAMPLE_BUYER,
-            payment_pref={}, discount_codes={"codes": ["10OFF"]},
+            line_items=line_items or SAMPLE_LINE_ITEMS, currency="USD",
+            buyer=buyer or SAMPLE_BUYER, payment_pref={}, discount_codes={"codes": ["10OFF"]},
             fulfillment_pref=shipping.ASK)])
 
     @adapter.on_enabled("Complete")
     async def on_complete_enabled(fa: FeasibleAction) -> None:
-        await adapter.attempt([fa.bind(
-            payment_data=SAMPLE_PAYMENT_DATA, risk_signals={"ip": "127.0.0.1"})])
+        payment = payment_for(offered.pop(str(fa.keys.get("cid")), None), SAMPLE_PAYMENT_DATA)
+        await adapter.attempt([fa.bind(payment_data=payment, risk_signals={"ip": "127.0.0.1"})])
 
     return adapter, done
 
