@@ -71,12 +71,14 @@ def digest_key(text: str) -> str:
 
 
 def read_json(response: Answer) -> Any:
-    if not response.content:
-        return {}
+    """The answer's JSON; ``{}`` for no body, ``{"text": ...}`` for one that is
+    not JSON. The JSON is asked for first: an answer of another transport
+    (MCP, A2A) holds it decoded, and would encode it again for ``content``."""
     try:
-        return response.json()
+        data = response.json()
     except ValueError:
-        return {"text": response.text}
+        return {"text": response.text} if response.content else {}
+    return {} if data is None and not response.content else data
 
 
 def settled(error: ProxyError, attempts: int, first: float, gave_up: str | None) -> ProxyError:

@@ -5,6 +5,11 @@ benchmark (2026-11-23), Starlette's routing, ``Request`` and ``Response`` took
 about a third of the server's CPU per attempt, more than checking and
 committing the attempt. The endpoint's behaviour is the one docs/syncserver.md
 describes, errors included; any other request goes on to the Starlette app.
+
+Served by ``strabo syncserver`` (the guarded uvicorn protocol), most attempts
+never become ASGI at all: the guard's fast lane (syncserver/_fastlane.py) reads
+them off the socket and calls the same two steps, :meth:`AttemptsEndpoint.admit`
+and :meth:`AttemptsEndpoint.finish`, whose :class:`Answer` it writes itself.
 """
 
 from __future__ import annotations
@@ -15,12 +20,11 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from langshaw.values import json_problem
 from syncserver._figures import counted
 from syncserver.config import AgentConfig
 from syncserver.errors import Rejected, ServiceError, error_bytes, internal
@@ -31,6 +35,13 @@ from syncserver.wire import AttemptIn, describe
 log = logging.getLogger("strabo.syncserver")
 
 _PATH = re.compile(r"/mas/([^/]+)/protocols/([^/]+)/attempts")
+
+
+def route(path: str) -> tuple[str, str] | None:
+    """(mas, protocol) when ``path`` (percent-decoded, as in an ASGI scope) is
+    this endpoint's; the one test both lanes make."""
+    match = _PATH.fullmatch(path)
+    return None if match is None else (match.group(1), match.group(2))
 
 
 def encode(data: Any) -> bytes:
@@ -80,10 +91,8 @@ async def finalize(
 ) -> dict[str, Any]:
     """Finalize a parsed attempt (from a POST or, with ``others``, a channel);
     the answer's JSON."""
-    for index, instance in enumerate(parsed.instances):
-        problem = json_problem(instance.bindings, f"instances[{index}].bindings")
-        if problem is not None:  # NaN, Infinity, 1e400: not JSON, not re-sendable
-            raise ServiceError(400, "bad-json", f"the body is not valid JSON: {problem}")
+    # NaN, Infinity, 1e400 (not JSON, not re-sendable): SyncServer.attempt
+    # refuses them, as for an in-process attempt.
     figures = counted(server)  # the dashboard's counters and refusals (syncserver._figures)
     started = time.monotonic()
     try:
@@ -120,11 +129,9 @@ class ClientLeft(Exception):
     """The client disconnected before sending the whole body."""
 
 
-async def receive_body(receive: Receive, declared: str | None, limit: int) -> bytes:
-    """The request body, refused with 413 past ``limit`` bytes (at once if its
-    declared length says so)."""
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ServiceError(413, "too-large", f"the body exceeds {limit} bytes")
+async def receive_body(receive: Receive, limit: int) -> bytes:
+    """The request body, refused with 413 past ``limit`` bytes (a declared
+    length over it is refused earlier, by :meth:`AttemptsEndpoint.admit`)."""
     chunks = []
     size = 0
     while True:
@@ -140,9 +147,34 @@ async def receive_body(receive: Receive, declared: str | None, limit: int) -> by
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+class Answer(NamedTuple):
+    """The endpoint's answer, whichever lane carries it: the ASGI one (through
+    uvicorn) or the guard's fast lane (syncserver/_fastlane.py), which writes
+    the same status, headers and body straight to the socket."""
+
+    status: int
+    body: bytes
+
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        """The response's headers (uvicorn adds its Date and Server before them)."""
+        headers = [
+            (b"content-length", str(len(self.body)).encode()),
+            (b"content-type", b"application/json"),
+        ]
+        if self.status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        return headers
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
+
+
 class AttemptsEndpoint:
     """The endpoint as an ASGI app: a Starlette route (which sets the path
-    parameters) or :class:`Shortcut` (which finds them itself) calls it."""
+    parameters) or :class:`Shortcut` (which finds them itself) calls it. The
+    guard's fast lane calls :meth:`admit` and :meth:`finish` instead, the same
+    two steps :meth:`respond` takes, and writes the :class:`Answer` itself."""
 
     def __init__(
         self,
@@ -161,55 +193,82 @@ class AttemptsEndpoint:
     async def respond(
         self, mas: str, protocol: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        extra: list[tuple[bytes, bytes]] = []
         try:
-            data, ledger = await self._attempt(mas, protocol, scope, receive)
-            status, body = 200, encode(data)
+            headers = dict(scope["headers"])  # names are lower-case in ASGI
+            agent, ledger = self.admit(
+                mas,
+                protocol,
+                _text(headers.get(b"authorization")) or "",
+                _text(headers.get(b"content-type")),
+                _text(headers.get(b"content-length")),
+            )
+            body = await receive_body(receive, self.max_body)
+        except ClientLeft:
+            client = scope.get("client")
+            where = f"{client[0]}:{client[1]}" if client else "a client"
+            log.info("%s left before sending the whole body of %s", where, scope["path"])
+            result = Answer(400, error_bytes("client-disconnected", "the client left mid-body"))
+        except Exception as exc:
+            result = self.failure(exc, scope["path"])
+        else:
+            result = await self.finish(mas, protocol, agent, ledger, body, scope["path"])
+        start: Message = {
+            "type": "http.response.start",
+            "status": result.status,
+            "headers": result.headers(),
+        }
+        await send(start)
+        await send({"type": "http.response.body", "body": result.body})
+
+    def admit(
+        self,
+        mas: str,
+        protocol: str,
+        authorization: str,
+        content_type: str | None,
+        declared: str | None,
+    ) -> tuple[AgentConfig, Ledger]:
+        """What the request's head decides, before its body is read: who the
+        agent is (401), whether it plays in the protocol (404, 403), whether the
+        body is JSON (415) and not too large (413)."""
+        agent = authorize(self.server, mas, authorization)
+        ledger = self.server.ledger(mas, protocol, agent)  # 404/403 before reading
+        if self.on_attempt is not None:
+            self.on_attempt(mas, agent.name)
+        check_content_type(content_type)
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            raise ServiceError(413, "too-large", f"the body exceeds {self.max_body} bytes")
+        return agent, ledger
+
+    async def finish(
+        self,
+        mas: str,
+        protocol: str,
+        agent: AgentConfig,
+        ledger: Ledger,
+        body: bytes,
+        path: str,
+    ) -> Answer:
+        """The attempt in ``body`` finalized, as the answer to send; never raises."""
+        try:
+            data = await answer(self.server, mas, protocol, agent, body)
+            result = Answer(200, encode(data))
             if ledger.woken >= data["seq"]:
                 # Let the event streams that the commit woke write the batch first:
                 # the other agents, who act on it, hear of it before the attempter's
                 # answer (one loop step; measured in docs/performance.md). Streams
                 # written during the commit, and none at all, need no step.
                 await asyncio.sleep(0)
-        except ServiceError as exc:
-            status, body = exc.status, encode(exc.to_json())
-            if exc.status == 401:
-                extra.append((b"www-authenticate", b"Bearer"))
-        except ClientLeft:
-            client = scope.get("client")
-            where = f"{client[0]}:{client[1]}" if client else "a client"
-            log.info("%s left before sending the whole body of %s", where, scope["path"])
-            status, body = 400, error_bytes("client-disconnected", "the client left mid-body")
+            return result
         except Exception as exc:
-            log.exception("unexpected error on POST %s", scope["path"])
-            status, body = 500, encode(internal(exc))
-        start: Message = {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-length", str(len(body)).encode()),
-                (b"content-type", b"application/json"),
-                *extra,
-            ],
-        }
-        await send(start)
-        await send({"type": "http.response.body", "body": body})
+            return self.failure(exc, path)
 
-    async def _attempt(
-        self, mas: str, protocol: str, scope: Scope, receive: Receive
-    ) -> tuple[dict[str, Any], Ledger]:
-        headers = dict(scope["headers"])  # names are lower-case in ASGI
-        agent = authorize(self.server, mas, headers.get(b"authorization", b"").decode("latin-1"))
-        ledger = self.server.ledger(mas, protocol, agent)  # 404/403 before reading
-        if self.on_attempt is not None:
-            self.on_attempt(mas, agent.name)
-        kind = headers.get(b"content-type")
-        check_content_type(None if kind is None else kind.decode("latin-1"))
-        declared = headers.get(b"content-length")
-        body = await receive_body(
-            receive, None if declared is None else declared.decode("latin-1"), self.max_body
-        )
-        return await answer(self.server, mas, protocol, agent, body), ledger
+    def failure(self, exc: Exception, path: str) -> Answer:
+        """The answer to an attempt that failed with ``exc``."""
+        if isinstance(exc, ServiceError):
+            return Answer(exc.status, encode(exc.to_json()))
+        log.exception("unexpected error on POST %s", path, exc_info=exc)
+        return Answer(500, encode(internal(exc)))
 
 
 class Shortcut:
@@ -226,9 +285,7 @@ class Shortcut:
             root = scope.get("root_path", "")
             if root and path.startswith(root):
                 path = path[len(root) :]
-            match = _PATH.fullmatch(path)
-            if match is not None:
-                return await self.endpoint.respond(
-                    match.group(1), match.group(2), scope, receive, send
-                )
+            names = route(path)
+            if names is not None:
+                return await self.endpoint.respond(*names, scope, receive, send)
         await self.app(scope, receive, send)

@@ -17,6 +17,11 @@ Each ends in a JSON error body, like every other error of the API, and the
 connection is closed. Timers cost nothing per byte: they are armed and disarmed
 on state changes only.
 
+It also carries the fast lane (syncserver/_fastlane.py): ``POST .../attempts``
+read and answered here, without uvicorn's request cycle or the ASGI app around
+the endpoint, unless the app says not to (``create_app(fast_lane=False)``,
+``[server] fast_lane = false``). The timers above apply to it alike.
+
 It subclasses uvicorn's ``H11Protocol`` and uses its internals (``conn``,
 ``cycle``, ``transport``, ``flow``), which uvicorn does not promise to keep:
 pyproject.toml pins uvicorn to the minor versions in ``TESTED_UVICORN``, and a
@@ -33,6 +38,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from syncserver._channel import EXTENSION, SWITCHING, UPGRADE
+from syncserver._fastlane import Lane, endpoint_of
 from syncserver._rawstream import HANDOVER
 from syncserver._stream import CLOSING
 from syncserver._trim import trimmer
@@ -60,6 +66,11 @@ class GuardedProtocol(H11Protocol):
         self._switched = False  # the connection now belongs to a channel
         self._partial = False  # bytes of a request head have arrived
         self._refuse = len(self.connections) > self.limits.max_connections
+        # The fast lane (syncserver/_fastlane.py), unless the app turned it off
+        # or uvicorn is set to do what it does not (a root path, a concurrency cap).
+        plain = not self.root_path and self.limit_concurrency is None
+        endpoint = endpoint_of(self.app) if plain else None
+        self._lane = Lane(self, endpoint) if endpoint is not None else None
         transport.set_write_buffer_limits(high=self.limits.write_buffer)
         self._arm("head", self.limits.header_timeout, self._head_expired)
 
@@ -73,8 +84,39 @@ class GuardedProtocol(H11Protocol):
                 retry_after=True,
             )
             return
-        super().data_received(data)
+        if self._lane is None or not self._lane.feed(data):
+            super().data_received(data)
         self._track()
+
+    # The fast lane (syncserver/_fastlane.py) -------------------------------------------
+
+    def h11_received(self, data: bytes) -> None:
+        """Bytes the fast lane leaves to h11 and the ASGI app."""
+        super().data_received(data)
+
+    def write_now(self, data: bytes) -> None:
+        """A whole response, in one write (after anything held)."""
+        self.transport.flush()  # type: ignore[attr-defined]
+        if not self._raw.is_closing():
+            self._raw.write(data)
+
+    def rest(self) -> None:
+        """The fast lane answered a request: what uvicorn does after a response."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def track(self) -> None:
+        self._track()
+
+    def shutdown(self) -> None:
+        if self._lane is not None and self._lane.shutdown():
+            return  # the lane closes the connection after its answer
+        super().shutdown()
 
     # Channels (syncserver/_channel.py) -------------------------------------------------
 
@@ -125,16 +167,29 @@ class GuardedProtocol(H11Protocol):
             channel.data_received(bytes(early))
         return True
 
+    def _owed(self) -> str:
+        """What the client owes us next: "head" (between requests), "body",
+        "drain" (a body whose answer went already) or "" (nothing)."""
+        owed = self._lane.owed() if self._lane is not None else None
+        if owed is not None:
+            return owed
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            return "head"
+        if state is h11.SEND_BODY:
+            return "drain" if self.cycle is not None and self.cycle.response_started else "body"
+        return ""
+
     def _track(self) -> None:
         """Arm the timer of whatever the client owes us next, disarm the others."""
         if self.transport.is_closing() or self._switched:
             return
-        state = self.conn.their_state
-        if state is h11.IDLE:  # between requests: data so far is a partial head
+        owed = self._owed()
+        if owed == "head":  # between requests: data so far is a partial head
             self._partial = True
             self._disarm("body")
             self._arm("head", self.limits.header_timeout, self._head_expired)
-        elif state is h11.SEND_BODY:
+        elif owed:  # a body
             self._partial = False
             self._disarm("head")
             self._arm("body", self.limits.body_timeout, self._body_expired)
@@ -158,11 +213,15 @@ class GuardedProtocol(H11Protocol):
     def resume_writing(self) -> None:
         super().resume_writing()
         self._disarm("write")
+        if self._lane is not None:
+            self._lane.writable()
 
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        if self._lane is not None:
+            self._lane.lost()
         super().connection_lost(exc)
         trimmer.closed(self.loop)
 
@@ -179,7 +238,7 @@ class GuardedProtocol(H11Protocol):
 
     def _head_expired(self) -> None:
         self._timers.pop("head", None)
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing() or self._owed() != "head":
             return
         if not self._partial:  # nothing sent at all: nobody to answer
             log.debug("closed %s: no request within %ss", self.client, self.limits.header_timeout)
@@ -193,9 +252,10 @@ class GuardedProtocol(H11Protocol):
 
     def _body_expired(self) -> None:
         self._timers.pop("body", None)
-        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+        owed = self._owed()
+        if self.transport.is_closing() or owed not in ("body", "drain"):
             return
-        if self.cycle is not None and self.cycle.response_started:
+        if owed == "drain":  # answered already: nothing more to say
             self.transport.close()
             return
         self._reply(

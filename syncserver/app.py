@@ -370,9 +370,12 @@ def create_app(
     max_body: int | None = None,
     heartbeat: float = HEARTBEAT_SECONDS,
     manage_lifespan: bool = True,
+    fast_lane: bool | None = None,
 ) -> Starlette:
     """The Starlette app serving ``server``. With ``manage_lifespan`` the app
-    starts and stops the server with its own lifespan.
+    starts and stops the server with its own lifespan. ``fast_lane`` (default:
+    the configuration's ``[server] fast_lane``, on) lets the guarded protocol
+    answer attempts itself (syncserver/_fastlane.py), past uvicorn's request cycle.
 
     ``limits`` default to the configuration's; the connection-level ones
     (timeouts, connection count) take effect only when uvicorn runs with
@@ -417,6 +420,8 @@ def create_app(
         middleware=[Middleware(Shortcut, endpoint=attempts)],
     )
     app.state.served = _Served(server, limits, presence, max(limits.write_buffer, 4096), heartbeat)
+    lane = server.config.fast_lane if fast_lane is None else fast_lane
+    app.state.fast_lane = attempts if lane else None  # read by syncserver._guard
     return app
 
 

@@ -83,6 +83,8 @@ class Config:
     dashboard: bool = False
     #: A token that reads (GET) every MAS here and attempts nothing.
     viewer_token: str | None = None
+    #: Answer ``POST .../attempts`` in the guarded protocol (syncserver._fastlane).
+    fast_lane: bool = True
 
 
 # The shape of the file, checked by pydantic; what the shape cannot say (roles,
@@ -118,6 +120,8 @@ _Server: type[_ServerBase] = create_model(  # type: ignore[call-overload]
     __base__=_ServerBase,
     **{f.name: _limit(f.default) for f in fields(Limits)},
     **_DASHBOARD,
+    # Answer attempts in the guarded protocol (syncserver._fastlane); false: in the app.
+    fast_lane=(bool, must("true or false", True)),
 )
 
 
@@ -207,6 +211,7 @@ def build_config(
         limits=limits,
         dashboard=bool(options["dashboard"]),
         viewer_token=viewer,
+        fast_lane=bool(getattr(server, "fast_lane", True)),
     )
 
 

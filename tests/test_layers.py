@@ -106,7 +106,7 @@ ALLOWED = {
 SERVER = {
     "syncserver.app", "syncserver._attempts", "syncserver._channel", "syncserver.cli",
     "syncserver._guard", "syncserver._presence", "syncserver._stream", "syncserver.wire",
-    "syncserver._dashboard", "syncserver._figures", "syncserver._rawstream",
+    "syncserver._dashboard", "syncserver._figures", "syncserver._rawstream", "syncserver._fastlane",
     "syncserver.create_app", "syncserver.uvicorn_options",
 }
 
