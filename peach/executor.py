@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from langshaw import ActionInstance, LangshawProtocol
-from langshaw.values import json_problem
 from peach.errors import ExecutorError, LogGapError
 from peach.view import View, signature
 from syncserver.acts_for import ActsFor
@@ -327,14 +326,6 @@ class Executor:
         self, adapter: Member, instances: Sequence[ActionInstance]
     ) -> list[ActionInstance]:
         self._started(adapter)
-        for index, instance in enumerate(instances):  # bind() refuses them; a hand-built one
-            problem = json_problem(instance.bindings, f"instances[{index}].bindings")
-            if problem is not None:
-                raise ExecutorError(
-                    f"the attempt cannot be sent: it is not valid JSON: {problem}",
-                    status=400,
-                    code="bad-json",
-                )
         attempt_id = f"{self._attempt_prefix}{next(self._attempt_count)}"
         for tries in range(self.retries + 1):
             try:

@@ -26,6 +26,7 @@ from urllib.parse import quote
 import httpx
 
 from langshaw import ActionInstance, LangshawProtocol, Violation
+from langshaw.values import json_problem
 from peach._channel import UNSUPPORTED, UPGRADE, Line
 from peach._sse import Decoder
 from peach.errors import ActionRejected, ExecutorError
@@ -197,8 +198,19 @@ class SyncExecutor(Executor):
             raise ExecutorError(
                 f"no answer from the SyncServer at {self.url}: {exc}", retryable=True
             ) from None
-        except Unsendable as exc:  # bindings that are not JSON
-            raise ExecutorError(f"the attempt cannot be sent: {exc}") from None
+        except Unsendable as exc:  # bindings that are not JSON (bind() refuses them)
+            problems = (
+                json_problem(i.bindings, f"instances[{n}].bindings")
+                for n, i in enumerate(instances)
+            )
+            problem = next((p for p in problems if p is not None), None)
+            if problem is None:
+                raise ExecutorError(f"the attempt cannot be sent: {exc}") from None
+            raise ExecutorError(
+                f"the attempt cannot be sent: it is not valid JSON: {problem}",
+                status=400,
+                code="bad-json",
+            ) from None
         if response.status_code == 200:
             data = response.json()
             return _finalized(adapter, instances, data), list(data["attempt"])

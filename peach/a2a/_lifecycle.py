@@ -35,6 +35,11 @@ TERMINAL = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILE
 ASKING = frozenset({TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED})
 
 
+class Misbehaved(Exception):
+    """The remote agent said something that cannot be its task's (another task's
+    id, artifacts past the bound, a number JSON has not): the task fails, saying this."""
+
+
 @dataclass
 class Seen:
     """What the enactment of one task holds already, as far as the mapping needs."""
@@ -133,8 +138,12 @@ def to_message(value: Any, message_id: str, context_id: str, task_id: str = "") 
 
 def as_json(message: Proto) -> Any:
     """A protobuf message in A2A's JSON binding, whole numbers as integers ({} for
-    none: a status without a message)."""
-    return integers(json_format.MessageToDict(message))
+    none: a status without a message). Misbehaved for a number JSON cannot write
+    (NaN, an infinity: protobuf's Value holds them, JSON has none)."""
+    try:
+        return integers(json_format.MessageToDict(message))
+    except json_format.SerializeToJsonError as exc:
+        raise Misbehaved(f"the remote agent sent what JSON cannot hold ({exc})") from None
 
 
 def integers(value: Any) -> Any:

@@ -55,6 +55,7 @@ from peach.a2a._lifecycle import (
     AGENT_ACTIONS,
     CLIENT_ACTIONS,
     TERMINAL,
+    Misbehaved,
     Seen,
     as_json,
     settled,
@@ -88,6 +89,7 @@ class _Remote:
     state: int = TaskState.TASK_STATE_UNSPECIFIED
     turn: str = ""
     artifacts: dict[str, Any] = field(default_factory=dict)  # artifactId -> JSON
+    sizes: dict[str, int] = field(default_factory=dict)  # artifactId -> bytes (protobuf)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -99,7 +101,10 @@ class RemoteAgent:
     uses ``message/send`` then ``tasks/get``. ``timeout`` bounds each request (a
     silent stream falls back to ``tasks/get``); ``poll_max`` is the longest wait
     between two ``tasks/get``. ``accepts(send)`` picks the Sends this proxy answers,
-    when several agents play the Agent role (default: all).
+    when several agents play the Agent role (default: all). ``max_artifact_bytes``
+    bounds what a task's artifacts may hold (past it, the task fails).
+    ``follow_card``: the card's endpoints on another origin than ``url``'s are used
+    too (by default they are not: a card cannot send the proxy elsewhere).
 
     Build it before the adapter starts, and run it with ``async with
     RemoteAgent(adapter, url):``, which starts the adapter unless it runs already.
@@ -114,6 +119,8 @@ class RemoteAgent:
         timeout: float = 30.0,
         poll_max: float = 2.0,
         accepts: Callable[[ActionInstance], bool] | None = None,
+        max_artifact_bytes: int = 8 * 2**20,
+        follow_card: bool = False,
     ) -> None:
         protocol, role = adapter.protocol, adapter.role
         mine = {a.name for a in protocol.actions_of(role)}
@@ -132,6 +139,8 @@ class RemoteAgent:
         self.timeout = timeout
         self.poll_max = poll_max
         self.accepts = accepts
+        self.max_artifact_bytes = max_artifact_bytes
+        self.follow_card = follow_card
         self.card: AgentCard | None = None  # the remote's, once read
         self._http: httpx.AsyncClient | None = None
         self._client: Client | None = None
@@ -303,7 +312,7 @@ class RemoteAgent:
                     card = await A2ACardResolver(self._http, base, path).get_agent_card()
                 except (A2AError, httpx.HTTPError, OSError) as exc:
                     raise self._unanswered(exc, "its agent card") from None
-                self.card = card
+                self.card = _here(card, self.url, base + path, self.follow_card)
                 config = ClientConfig(streaming=self.streaming is not False,
                                       httpx_client=self._http)
                 self._client = await create_client(card, config)
@@ -321,8 +330,7 @@ class RemoteAgent:
         cause = chain[-1]
         timed_out = any(isinstance(e, httpx.TimeoutException | A2AClientTimeoutError
                                    | TimeoutError) for e in chain)
-        why = f"timed out after {self.timeout:g}s" if timed_out else (
-            str(cause) or type(cause).__name__)
+        why = f"timed out after {self.timeout:g}s" if timed_out else _said(cause)
         return Unanswered(f"the remote A2A agent at {self.url} did not answer"
                           f"{' for ' + what if what else ''}: {why}", timed_out=timed_out)
 
@@ -334,19 +342,24 @@ class RemoteAgent:
             await self._task(root, event.task)
         elif event.HasField("status_update"):
             update = event.status_update
-            remote.task_id = remote.task_id or update.task_id
+            self._same(remote, update.task_id)
             await self._status(root, update.status)
         elif event.HasField("artifact_update"):
             update = event.artifact_update
-            remote.task_id = remote.task_id or update.task_id
+            self._same(remote, update.task_id)
+            name = update.artifact.artifact_id
+            known = remote.artifacts.get(name)
+            appended = update.append and known is not None
+            self._bound(remote, {**remote.sizes, name: update.artifact.ByteSize()
+                                 + (remote.sizes.get(name, 0) if appended else 0)})
             artifact = as_json(update.artifact)
-            known = remote.artifacts.get(update.artifact.artifact_id)
-            if update.append and known is not None:
+            if known is not None and appended:
                 known.setdefault("parts", []).extend(artifact.get("parts", []))
             else:
-                remote.artifacts[update.artifact.artifact_id] = artifact
+                remote.artifacts[name] = artifact
         elif event.HasField("message") and not remote.task_id:
             # A direct answer, no task: done, the message its one artifact.
+            self._bound(remote, {"message": event.message.ByteSize()})
             answer = as_json(event.message)
             remote.artifacts = {"message": {"artifactId": answer.get("messageId", ""),
                                             "name": "message",
@@ -355,13 +368,38 @@ class RemoteAgent:
 
     async def _task(self, root: tuple[Any, ...], task: Task) -> None:
         remote = self._remote(root)
-        remote.task_id = remote.task_id or task.id
+        self._same(remote, task.id)
         if task.artifacts:
+            self._bound(remote, {a.artifact_id: a.ByteSize() for a in task.artifacts})
             remote.artifacts = {a.artifact_id: as_json(a) for a in task.artifacts}
         await self._status(root, task.status)
 
+    @staticmethod
+    def _same(remote: _Remote, task_id: str) -> None:
+        """The task the remote agent reports on is the one followed (or the first),
+        with an id it can be asked about by (not empty, at most 1024 characters)."""
+        if not task_id or len(task_id) > 1024:
+            raise Misbehaved(f"the remote agent's task id {task_id[:80]!r} "
+                             f"({len(task_id)} characters) cannot be followed: "
+                             "it is empty or longer than 1024 characters")
+        if remote.task_id and task_id != remote.task_id:
+            raise Misbehaved(f"the remote agent answered for task id {task_id[:80]!r}, "
+                             f"not for {remote.task_id[:80]!r}, the one followed")
+        remote.task_id = remote.task_id or task_id
+
+    def _bound(self, remote: _Remote, sizes: dict[str, int]) -> None:
+        """Keep ``sizes`` as the task's artifact sizes, unless past the bound."""
+        if sum(sizes.values()) > self.max_artifact_bytes:
+            remote.artifacts, remote.sizes = {}, {}
+            raise Misbehaved(f"the remote agent's artifacts exceed {self.max_artifact_bytes} "
+                             "bytes (max_artifact_bytes)")
+        remote.sizes = sizes
+
     async def _status(self, root: tuple[Any, ...], status: TaskStatus) -> None:
         remote = self._remote(root)
+        if status.message.ByteSize() > self.max_artifact_bytes:
+            raise Misbehaved(f"the remote agent's status message exceeds "
+                             f"{self.max_artifact_bytes} bytes (max_artifact_bytes)")
         async with remote.lock:  # one report at a time: each reads what the last did
             remote.state, remote.turn = status.state, turn_of(remote.task_id, status)
             if self.adapter.is_complete(root):
@@ -445,17 +483,51 @@ class RemoteAgent:
         remote = self._remote(root)
         try:
             yield
+        except Misbehaved as exc:
+            await self._fail(root, str(exc))
         except Exception as exc:  # a bug here, or in the SDK: the task fails
             log.debug("%s: unexpected", self.adapter.name, exc_info=True)
-            await self._fail(root, f"{type(exc).__name__}: {exc}")
+            await self._fail(root, f"{type(exc).__name__}: {_said(exc)}")
         finally:
             self._running.discard(task)
             if self.adapter.is_complete(root) or remote.state in TERMINAL:
                 self._tasks.pop(root, None)
 
 
-def _said(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+def _said(exc: BaseException, limit: int = 1000) -> str:
+    """What an exception says, cut to ``limit`` characters (a remote agent's error
+    goes into the enactment, and a hostile one may write megabytes)."""
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _origin(url: str) -> str:
+    """scheme://host:port, the port said even when it is the scheme's default."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port: int | str = parts.port or {"http": 80, "https": 443}.get(scheme) or ""
+    except ValueError:  # not a port: an origin of its own, matching no other
+        port = parts.netloc
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def _here(card: AgentCard, url: str, card_url: str, follow: bool) -> AgentCard:
+    """``card`` with only its endpoints on ``url``'s origin, unless ``follow``: a
+    card names where to send messages, and a card (a hostile one, or one
+    rewritten on the way) naming another host would send the Client's messages
+    there. Unanswered if none is left."""
+    if follow:
+        return card
+    here = [i for i in card.supported_interfaces if _origin(i.url) == _origin(url)]
+    if not here:
+        elsewhere = ", ".join(sorted({i.url[:200] for i in card.supported_interfaces}))[:600]
+        raise Unanswered(f"the agent card at {card_url} names no endpoint at {_origin(url)} "
+                         f"(it names {elsewhere or 'none'}): RemoteAgent does not follow a "
+                         "card to another origin unless built with follow_card=True")
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(here)
+    return card
 
 
 def _card_location(url: str) -> tuple[str, str]:

@@ -54,7 +54,8 @@ from a2a.types import (
     Role,
 )
 from a2a.utils.errors import UnsupportedOperationError
-from starlette.requests import Request
+from google.protobuf import json_format  # type: ignore[import-untyped]
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
@@ -69,6 +70,10 @@ log = logging.getLogger("strabo.merchant")
 
 LEGACY_EXTENSIONS = "x-a2a-extensions"
 """The header the spec names (A2A 0.3's); A2A 1.0 says ``A2A-Extensions``. Both are read."""
+MAX_DEPTH = 40
+"""The deepest JSON-RPC body read (objects and arrays within each other): the
+SDK's protobuf parser refuses a data part nested about 48 deep, and Python's
+json about 1000, both as an internal error; a checkout is some ten deep."""
 _SIGNATURE = "a2a"
 """``Request-Signature`` of the REST requests when the message has none:
 2026-01-11 REST requires the header (and never checks it), A2A carries none."""
@@ -193,9 +198,18 @@ class CheckoutA2a:
         if agent is not None:
             agent = wire.header_value(agent, "the UCP-Agent header")
         key = wire.header_value(message.message_id, "messageId", limit=255)
-        data_parts = get_data_parts(message.parts)
+        if len(context_id) > 255:  # it keys what is kept per context
+            raise wire.invalid("contextId must be at most 255 characters")
+        try:
+            data_parts = get_data_parts(message.parts)
+        except (ValueError, json_format.Error):  # protobuf's Value holds them, JSON has none
+            raise wire.invalid("a data part holds a number JSON has not (NaN, Infinity, "
+                               "or one too big for a double, such as 1e400)") from None
         ask = wire.read(data_parts, version)
-        digest = fingerprint("a2a", f"{version} {agent}",
+        # the message's own contextId (a missing one is made up anew by the SDK, so a
+        # retry without one stays a replay): the same id and data in another context
+        # is another request (its checkout is that context's)
+        digest = fingerprint("a2a", f"{version} {agent} {message.context_id}",
                              [wire.integers(data_parts), get_text_parts(message.parts)])
         async with self._exclusive(key):
             stored = self._replies.get(key)
@@ -292,6 +306,13 @@ def _whole_numbers(endpoint: Callable[[Request], Awaitable[Response]]
     written as REST wrote it."""
 
     async def answered(request: Request) -> Response:
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # gone before its body came: nobody to answer
+            return Response(status_code=400)
+        refused = _unreadable(body)
+        if refused is not None:
+            return refused
         response = await endpoint(request)
         if not isinstance(response, JSONResponse):
             return response  # a stream: not served (the card says streaming: false)
@@ -306,6 +327,34 @@ def _whole_numbers(endpoint: Callable[[Request], Awaitable[Response]]
         return JSONResponse(body, status_code=response.status_code, headers=headers)
 
     return answered
+
+
+def _unreadable(body: bytes) -> Response | None:
+    """A JSON-RPC error for a body the SDK would answer with an internal error
+    (and a traceback in the log): not UTF-8, or nested past :data:`MAX_DEPTH`.
+    None for any other body (the SDK says what is wrong with it)."""
+    try:
+        parsed = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return _rpc_error(None, -32700, f"the body is not UTF-8 (byte {exc.start})")
+    except RecursionError:
+        return _rpc_error(None, -32600, f"the body is nested deeper than {MAX_DEPTH} levels")
+    except ValueError:
+        return None
+    rpc_id = parsed.get("id") if isinstance(parsed, dict) else None
+    level: list[Any] = [parsed]
+    for _ in range(MAX_DEPTH + 1):
+        level = [v for c in level if isinstance(c, dict | list)
+                 for v in (c.values() if isinstance(c, dict) else c)]
+        if not level:
+            return None
+    return _rpc_error(rpc_id if isinstance(rpc_id, str | int) else None, -32600,
+                      f"the body is nested deeper than {MAX_DEPTH} levels")
+
+
+def _rpc_error(rpc_id: str | int | None, code: int, message: str) -> Response:
+    return JSONResponse({"jsonrpc": "2.0", "id": rpc_id,
+                         "error": {"code": code, "message": message}})
 
 
 class _Context(DefaultServerCallContextBuilder):

@@ -97,6 +97,8 @@ PAYMENT_KEYS = {
 CHECKOUT, ERROR = "a2a.ucp.checkout", "a2a.ucp.error"
 CONTEXTS_KEPT = 4096
 """How many checkouts' contextIds a client keeps (the oldest go first)."""
+SEEN_KEPT = 256
+"""Checkouts a tool-style agent answered, kept (each up to an answer's size)."""
 _CONTEXTS = uuid.UUID("6f1c7a52-2f1e-4d0a-9c55-3a2a5b1e0c11")
 """The namespace of the contextIds derived from a create's idempotency key."""
 _RPC_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32601: 501, -32004: 501,
@@ -215,12 +217,27 @@ def answer_of_result(result: Any) -> A2aAnswer:
     artifacts or status message) as REST's answer."""
     result = result if isinstance(result, dict) else {}
     context = result.get("contextId") if isinstance(result.get("contextId"), str) else None
+    status = result.get("status") if isinstance(result.get("status"), dict) else {}
+    state = str(status.get("state", "")).lower().removeprefix("task_state_").replace("_", "-")
+    if state in _ENDED_BADLY:
+        # A task that failed (or was rejected, canceled) is no checkout answer,
+        # whatever checkout its history still holds.
+        said = " ".join(p["text"] for p in _parts({"status": status, "parts": []})
+                        if isinstance(p.get("text"), str))
+        return A2aAnswer(502 if state == "failed" else 409, {
+            "code": f"task_{state.replace('-', '_')}",
+            "content": f"the A2A task ended {state}{': ' + said if said else ''}"[:300]},
+            {}, context)
     texts: list[str] = []
     for part in _parts(result):
         data = part.get("data")
         if isinstance(data, dict) and ERROR in data:
             return answer_of_error(data[ERROR], context)
         if isinstance(data, dict) and CHECKOUT in data:
+            if not isinstance(data[CHECKOUT], dict):
+                return A2aAnswer(502, {"code": "malformed_answer", "content":
+                                       f"the A2A answer's {CHECKOUT} is not an object"},
+                                 {}, context)
             return A2aAnswer(200, data[CHECKOUT], {}, context)
         if isinstance(part.get("text"), str):
             texts.append(part["text"])
@@ -228,6 +245,9 @@ def answer_of_result(result: Any) -> A2aAnswer:
     return A2aAnswer(502, {"code": "malformed_answer", "content":
                            f"the A2A answer holds no {CHECKOUT} nor {ERROR} data part{said}"},
                      {}, context)
+
+
+_ENDED_BADLY = frozenset({"failed", "rejected", "canceled", "cancelled"})
 
 
 def _parts(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -302,14 +322,17 @@ class A2aCheckout:
         return context
 
     def _keep(self, checkout: str, context: str, answer: A2aAnswer | None = None) -> None:
-        for kept, value in ((self.contexts, context), (self.seen, None)):
+        kept: OrderedDict[str, Any]
+        for kept, value, bound in ((self.contexts, context, CONTEXTS_KEPT),
+                                   (self.seen, None, SEEN_KEPT)):
             if value is None:
-                if answer is None or answer.status_code >= 400:
-                    continue
+                if (answer is None or answer.status_code >= 400
+                        or self.dialect != a2a_tools.TOOL):
+                    continue  # only a tool-style agent forgets its checkouts
                 value = answer.json()
             kept[checkout] = value
             kept.move_to_end(checkout)
-            while len(kept) > CONTEXTS_KEPT:
+            while len(kept) > bound:
                 kept.popitem(last=False)
 
     def message(self, tool: str, checkout: str | None, body: Any,
@@ -336,7 +359,10 @@ class A2aCheckout:
             answer = await self._send_tool(tool, checkout, body, request, sent)
         else:
             answer = await self._post(request, sent, tool)
-        context = answer.context or request["params"]["message"]["contextId"]
+        mine = request["params"]["message"]["contextId"]
+        given = answer.context
+        # The merchant's contextId is kept per checkout: one of a sane size only.
+        context = given if isinstance(given, str) and 0 < len(given) <= 255 else mine
         made = answer.json() if tool == "create_checkout" else None
         if isinstance(made, dict) and isinstance(made.get("id"), str) and answer.status_code < 400:
             checkout = made["id"]
@@ -403,7 +429,7 @@ class A2aCheckout:
     def _read(self, response: Any, rpc_id: str, tool: str) -> A2aAnswer:
         try:
             reply = json.loads(response.content) if response.content else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past any checkout
             reply = None
         if not (isinstance(reply, dict) and ("result" in reply or "error" in reply)):
             if response.status_code >= 400:  # an HTTP error, not JSON-RPC: its status

@@ -20,6 +20,7 @@ to every answer.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["order_placed", "read"]
@@ -74,19 +75,25 @@ def _fulfillment(fulfillment: Any) -> dict[str, Any] | None:
     when no option needs it."""
     if not isinstance(fulfillment, dict) or not isinstance(fulfillment.get("methods"), list):
         return None
+    if not any(True for _ in _priced_options(fulfillment)):
+        return None  # the usual case: nothing to fix, nothing copied
     fixed = copy.deepcopy(fulfillment)
-    changed = False
-    for method in fixed["methods"]:
+    for option in list(_priced_options(fixed)):
+        option["totals"] = [{"type": kind, "amount": option.pop(kind)}
+                            for kind in _PRICES if _amount(option.get(kind))]
+    return fixed
+
+
+def _priced_options(fulfillment: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The shipping options priced with numbers instead of a ``totals`` list."""
+    for method in fulfillment["methods"]:
         groups = method.get("groups") if isinstance(method, dict) else None
         for group in groups if isinstance(groups, list) else []:
             options = group.get("options") if isinstance(group, dict) else None
             for option in options if isinstance(options, list) else []:
                 if (isinstance(option, dict) and "totals" not in option
                         and _amount(option.get("total"))):
-                    option["totals"] = [{"type": kind, "amount": option.pop(kind)}
-                                        for kind in _PRICES if _amount(option.get(kind))]
-                    changed = True
-    return fixed if changed else None
+                    yield option
 
 
 def _text(value: Any) -> bool:
