@@ -18,8 +18,9 @@ HTTP/1.1, with a ``Host``, a ``Content-Length`` and no header twice, no
 request that arrives while h11 holds part of the connection, is handed to h11
 unchanged, bytes and all, as if the lane were not there. Requests are answered
 one at a time and in order: what a client sends ahead waits, and reading stops
-when it is more than a body's worth ahead, or while the client does not read
-its answers.
+while it does (as h11 stops, "PAUSED"): a client that never reads its answers
+costs one read's worth of memory, and one that shuts its side down after its
+requests gets every answer before the server sees the end of the stream.
 
 The guard's timers keep working: :meth:`Lane.owed` tells it what the client
 owes (a head, a body), as h11's state does for the requests h11 reads.
@@ -49,9 +50,8 @@ log = logging.getLogger("strabo.syncserver")
 PREFIX = b"POST /mas/"
 #: A longer head is h11's (it has its own bound, and its own error for it).
 MAX_HEAD = 8192
-#: How far a client may send ahead of its answers (beyond the body awaited)
-#: before the lane stops reading from it.
-AHEAD = 65536
+#: h11 refuses a longer Content-Length (h11._headers.CONTENT_LENGTH_MAX_DIGITS).
+MAX_DIGITS = 20
 
 # h11's grammar (h11/_abnf.py), narrowed: what does not match is h11's to judge.
 _REQUEST_LINE = re.compile(rb"POST ([\x21-\x7e]+) HTTP/1\.1")
@@ -111,6 +111,7 @@ def parse_head(raw: bytes) -> Head | None:
         b"host" not in fields
         or length is None
         or not length.isdigit()
+        or len(length) > MAX_DIGITS
         or (connection is not None and connection.lower() != b"keep-alive")
     ):
         return None
@@ -205,6 +206,8 @@ class Lane:
         """Take ``data`` (True), or leave it to h11 (False): h11 holds part of
         the connection, or the bytes cannot begin a request of the lane's."""
         state = self.state
+        # A request is under way: uvicorn stops its keep-alive timer on every read.
+        self.protocol._unset_keepalive_if_required()
         if state == IDLE:
             self.rested = False
             conn = self.protocol.conn
@@ -215,7 +218,6 @@ class Lane:
                 or not (data.startswith(PREFIX) or PREFIX.startswith(data))
             ):
                 return False
-            self.protocol._unset_keepalive_if_required()
             self.buffer += data
             self._next()
             return True
@@ -228,12 +230,10 @@ class Lane:
             assert self.head is not None
             if len(self.buffer) >= self.head.length:
                 self._start()
-            elif len(self.buffer) > self.head.length + AHEAD:
-                self.protocol.flow.pause_reading()
         elif state == DRAIN:
             if self._drained() and self._answered():
                 self._continue()
-        elif len(self.buffer) > AHEAD:  # BUSY, WAIT: the client sends ahead
+        else:  # BUSY, WAIT: the client sends ahead; read on after the answer
             self.protocol.flow.pause_reading()
         return True
 
@@ -309,6 +309,9 @@ class Lane:
                 return
             del buffer[:size]
             self.protocol._unset_keepalive_if_required()  # as uvicorn does for a request
+            # h11 frames its own answers (a 400 to a bad request after this one)
+            # by the version of the last request it saw, as if it had seen this.
+            self.protocol.conn.their_http_version = b"1.1"
             self.head = head
             try:
                 self.agent, self.ledger = endpoint.admit(
@@ -343,6 +346,8 @@ class Lane:
         del self.buffer[: head.length]
         self.state = BUSY
         protocol = self.protocol
+        if self.buffer:  # sent ahead: no more reading until the answer
+            protocol.flow.pause_reading()
         task = protocol.loop.create_task(self._run(head, agent, ledger, body))
         protocol.tasks.add(task)  # uvicorn waits for these at shutdown
         task.add_done_callback(protocol.tasks.discard)

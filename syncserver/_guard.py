@@ -201,10 +201,14 @@ class GuardedProtocol(H11Protocol):
     def on_response_complete(self) -> None:
         self.transport.flush()  # type: ignore[attr-defined]
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.IDLE:
             # The next request's head is governed by the keep-alive timeout until
             # its first byte arrives (uvicorn's own timer).
             self._disarm("head")
+        else:  # a request sent ahead, taken up now: its body is owed from now
+            self._track()
 
     def pause_writing(self) -> None:
         super().pause_writing()

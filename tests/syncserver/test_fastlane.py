@@ -235,7 +235,7 @@ async def read_answer(reader: asyncio.StreamReader, head_only: bool) -> tuple[An
     lines = head[:-4].split(b"\r\n")
     fields = [tuple(line.split(b": ", 1)) for line in lines[1:]]
     status = int(lines[0].split(b" ")[1])
-    length = dict(fields).get(b"content-length")  # type: ignore[arg-type]
+    length = dict(fields).get(b"content-length")  # type: ignore[arg-type,call-overload]
     if status < 200 or head_only:
         body = b""
     elif length is None:
