@@ -142,23 +142,29 @@ class Tail:
         self.limit = limit
         self.count = count
         self._batches: deque[Batch] = deque()
+        self._sizes: deque[int] = deque()
         self._bytes = 0
 
     def add(self, batch: Batch) -> None:
+        """Keep ``batch``, measured by :meth:`Batch.frame_size`: its frame is
+        made only when a reader asks for it (most batches no reader does)."""
         if self.limit <= 0:
             return
         if self._batches and self._batches[-1].seq != batch.seq - 1:
             self.clear()  # never: batches come in order; a cache must not have holes
-        size = len(batch.sse_frame)
+        size = batch.frame_size()
         self._batches.append(batch)
+        self._sizes.append(size)
         self._bytes += size
         while len(self._batches) > 1 and (
             self._bytes > self.limit or len(self._batches) > self.count
         ):
-            self._bytes -= len(self._batches.popleft().sse_frame)
+            self._batches.popleft()
+            self._bytes -= self._sizes.popleft()
 
     def clear(self) -> None:
         self._batches.clear()
+        self._sizes.clear()
         self._bytes = 0
 
     def read(self, after: int, until: int) -> list[Batch] | None:

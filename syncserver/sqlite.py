@@ -105,6 +105,10 @@ class SQLiteStore(Store):
         self._beside: Future[bool] | None = None  # a checkpoint on the worker thread
         self._finish_checkpoint = False  # the last one beside the writer fell short
         self._over_limit = False  # the WAL is past its bound, and could not be cut
+        # The WAL's size when last looked at, and what commits since may have
+        # added at most: its file is looked at only when that could pass the bound.
+        self._wal_seen = 0
+        self._wal_added = 0
         self._frame = 4096 + 24  # a WAL frame: a page and its header (set at open)
 
     async def _run(self, fn: Any, *args: Any) -> Any:
@@ -184,7 +188,9 @@ class SQLiteStore(Store):
             # Between two commits, nothing writes: this one completes (a reader
             # reading right now may hold it back: then the next commit tries).
             self._finish_checkpoint = self._checkpoint_now(self._db)
-        self._bound()
+        self._wal_added += len(rows) * 8 * self._frame + 2 * sum(len(r[-2] or "") for r in rows)
+        if self._wal_seen + self._wal_added > self.wal_limit:
+            self._bound()
         self._rows_since_checkpoint += len(rows)
         if self._rows_since_checkpoint >= self.checkpoint_rows and self._beside is None:
             self._rows_since_checkpoint = 0
@@ -205,8 +211,9 @@ class SQLiteStore(Store):
         writer were starved, or a reader held them back), so the writer waits for
         the checkpoint and readers in flight, and truncates the WAL. The file only
         shrinks when truncated, so its size is the most the WAL held since."""
+        self._wal_added = 0
         try:
-            size = os.stat(self._wal).st_size
+            size = self._wal_seen = os.stat(self._wal).st_size
         except OSError:
             return
         if size <= self.wal_limit:

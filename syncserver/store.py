@@ -29,7 +29,14 @@ from syncserver.batch import Batch, Entry
 
 
 def root_text(values: tuple[Any, ...]) -> str:
-    """The root key values as canonical JSON, the form the log indexes them by."""
+    """The root key values as canonical JSON, the form the log indexes them by
+    (one plain string, the usual root, written without the encoder: the same
+    text, made on every finalized action)."""
+    if len(values) == 1:
+        value = values[0]
+        if (type(value) is str and value.isascii() and value.isprintable()
+                and '"' not in value and "\\" not in value):
+            return f'["{value}"]'
     return json.dumps(list(values), separators=(",", ":"))
 
 

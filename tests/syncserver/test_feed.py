@@ -27,7 +27,7 @@ def create_of(cid: str) -> dict[str, Any]:
 
 
 def test_the_tail_serves_only_ranges_it_holds_whole() -> None:
-    frame = len(batch(1).sse_frame)
+    frame = batch(1).frame_size()  # what the tail measures a batch by
     tail = Tail(limit=frame * 3)
     for seq in range(1, 6):
         tail.add(batch(seq))
@@ -181,3 +181,22 @@ def test_a_frame_is_the_json_of_its_batch_with_each_bindings_text_shared() -> No
     entry = Entry(ActionInstance(SIMPLE.action("Create"), nan), "p")
     with pytest.raises(ValueError):
         Batch("SimpleUCP", 1, (entry,)).sse_frame  # noqa: B018 (never sent: not JSON)
+
+
+def test_the_tail_measures_a_batch_without_making_its_frame_and_never_below_it() -> None:
+    """A batch no reader asks for is never framed; the estimate the tail's
+    bound counts is never below the frame's real size (so the bound holds)."""
+    tail = Tail(limit=10**6)
+    kept = [batch(seq, 200) for seq in range(1, 50)]
+    for each in kept:
+        tail.add(each)
+    assert all(b._frame is None for b in kept)
+    for each in kept:
+        estimate = each.frame_size()
+        assert 0 <= estimate - len(each.sse_frame) <= 16
+
+
+def test_the_estimate_counts_names_as_json_writes_them() -> None:
+    instance = ActionInstance(SIMPLE.action("Create"), {**SIMPLE_CREATE, "cid": "c1"})
+    odd = Batch("SimpleUCP", 7, (Entry(instance, 'agent "é" \\ \\u0007' + "\u4e2d" * 20),))
+    assert 0 <= odd.frame_size() - len(odd.sse_frame) <= 16
