@@ -153,9 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ucp_version and args.merchant:
         problem = ("--ucp-version is the bundled merchant's; a merchant given with "
                    "--merchant serves what it serves (the proxy reads its profile)")
-    if args.product and (not args.merchant or args.protocol == "resilient"):
-        problem = ("--product names an item of the merchant given with --merchant, for "
-                   "--protocol atomic or incremental (the bundled merchant sells the sample)")
+    problem = _product_problem(args.protocol, args.product, args.merchant) or problem
     if args.transport == "mcp" and args.ucp_version == "2026-01-11":
         problem = "--transport mcp needs UCP 2026-04-08 (2026-01-11 has no MCP checkout)"
     if problem:
@@ -169,6 +167,13 @@ def run(args: argparse.Namespace) -> int:
              platform_profile=args.platform_profile, transport=args.transport,
              product=args.product)
     )
+
+
+def _product_problem(protocol: str, product: str | None, merchant: str | None) -> str | None:
+    if product and (not merchant or protocol == "resilient"):
+        return ("--product names an item of the merchant given with --merchant, for "
+                "--protocol atomic or incremental (the bundled merchant sells the sample)")
+    return None
 
 
 def _outcome_problem(protocol: str, outcome: str | None, merchant: str | None) -> str | None:
@@ -223,7 +228,8 @@ async def demo(
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
     if executor == "peer" and policy is not None:
         raise ValueError("a finalization policy is the SyncServer's: give none with peer")
-    problem = _outcome_problem(protocol_name, outcome, merchant)
+    problem = _outcome_problem(protocol_name, outcome, merchant) or _product_problem(
+        protocol_name, product, merchant)
     if problem:
         raise ValueError(problem)
     outcome = outcome or "completed"

@@ -139,7 +139,12 @@ def app(verbose: bool = False) -> Starlette:
         except ValueError:
             return JSONResponse({"error": {"code": 400, "status": "INVALID_ARGUMENT",
                                            "message": "the body is not JSON"}}, 400)
-        parts = answer(body)
+        try:
+            parts = answer(body)
+        except (AttributeError, KeyError, TypeError) as exc:  # JSON, not generateContent's
+            return JSONResponse({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                                           "message": "the body is not a generateContent "
+                                           f"request ({type(exc).__name__}: {exc})"}}, 400)
         if verbose:
             print(f"{model_path}:{method} -> {json.dumps(parts)}", flush=True)
         result = envelope(parts, body, model_path.rsplit("/", 1)[-1])

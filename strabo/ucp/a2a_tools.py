@@ -185,7 +185,9 @@ def holds(checkout: Any, body: Any) -> bool:
     asked = body.get("line_items") if isinstance(body, dict) else None
     wanted = [(li["item"]["id"], li.get("quantity", 1)) for li in asked or []
               if isinstance(li, dict) and isinstance(li.get("item"), dict)]
-    return bool(wanted) and all(have.get(str(i), 0) >= q for i, q in wanted)
+    # a quantity that is no count (text, None, 1.5) cannot be found held
+    return bool(wanted) and all(type(q) is int and have.get(str(i), 0) >= q
+                                for i, q in wanted)
 
 
 __all__ = ["ADDRESS", "DIALECTS", "SAFE", "SESSION", "SESSION_ACTIONS", "TOOL", "answer_of",

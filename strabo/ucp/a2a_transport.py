@@ -43,10 +43,11 @@ unless its tool is safe to replay (a read, the same details set again): an
 unanswered ``add_to_checkout`` is settled by reading the context's checkout
 (``get_checkout``), an unanswered ``complete_checkout`` is a 409
 ``outcome_unknown`` (not resent: the order may exist), and so is an answer the
-proxy would resend (a 5xx). What was never sent (the connection refused) is
-NoAnswer in both dialects. A card that names ``localhost`` at another origin
-than the loopback one it was read from (Google's says ``http://localhost:10999``
-whatever port the agent runs on) is read as naming the origin it was read from.
+proxy would resend (``RETRY_STATUS``: 408, 429, 500, 502-504). What was never
+sent (the connection refused) is NoAnswer in both dialects. A card that names
+``localhost`` at another origin than the loopback one it was read from
+(Google's says ``http://localhost:10999`` whatever port the agent runs on) is
+read as naming the origin it was read from.
 
 Why not the A2A SDK's client (a2a-sdk 1.3, whose ``a2a.compat.v0_3``
 ``CompatJsonRpcTransport`` does speak 0.3 ``message/send`` and takes headers per
@@ -78,7 +79,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from strabo.ucp import a2a_tools, versions
-from strabo.ucp.mcp_transport import McpAnswer, tool_of
+from strabo.ucp._routed import Routed
+from strabo.ucp.mcp_transport import McpAnswer
 from syncserver.client import Client, NoAnswer, Unsendable, open_client
 from syncserver.retry import RETRY_STATUS
 
@@ -155,7 +157,10 @@ def rpc_url(card: Any, card_url: str) -> str | None:
                     (entries if isinstance(entries, list) else []) if isinstance(e, dict)]
     for url, binding in offered:
         if binding == "JSONRPC" and isinstance(url, str) and url:
-            return urljoin(card_url, url)
+            try:
+                return urljoin(card_url, url)
+            except ValueError:  # no URL urllib can read ("http://[x/"): no endpoint
+                return None
     return None
 
 
@@ -254,11 +259,13 @@ def _parts(result: dict[str, Any]) -> list[dict[str, Any]]:
     """The parts of a Message, or of a Task's artifacts, status message and history."""
     lists: list[Any] = [result.get("parts")]
     if result.get("kind") == "task" or "status" in result:
-        lists += [a.get("parts") for a in result.get("artifacts") or [] if isinstance(a, dict)]
+        artifacts, history = result.get("artifacts"), result.get("history")
+        lists += [a.get("parts") for a in (artifacts if isinstance(artifacts, list) else [])
+                  if isinstance(a, dict)]
         status = result.get("status")
         message = status.get("message") if isinstance(status, dict) else None
         lists.append(message.get("parts") if isinstance(message, dict) else None)
-        lists += [m.get("parts") for m in reversed(result.get("history") or [])
+        lists += [m.get("parts") for m in reversed(history if isinstance(history, list) else [])
                   if isinstance(m, dict) and m.get("role") == "agent"]
     return [p for parts in lists if isinstance(parts, list) for p in parts if isinstance(p, dict)]
 
@@ -277,7 +284,10 @@ def answer_of_rpc_error(error: Any) -> A2aAnswer:
 
 def _split(url: str) -> tuple[str, str]:
     """An absolute URL as its origin and the rest (path and query)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # "http://[not-an-address/": urllib refuses it
+        raise Unsendable(f"not an http(s) URL: {url!r}") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise Unsendable(f"not an http(s) URL: {url!r}")
     rest = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -310,7 +320,7 @@ class A2aCheckout:
 
     def over(self, rest: Client) -> Client:
         """A client that sends checkout requests here and others to ``rest``."""
-        return _Routed(self, rest)
+        return Routed(self.send, rest)
 
     def context_of(self, tool: str, checkout: str | None, key: str | None) -> str:
         """The contextId of a request: the checkout's (a new one kept for a
@@ -478,10 +488,10 @@ class A2aCheckout:
             await client.aclose()
         try:
             card = response.json() if response.status_code == 200 else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past any card
             card = None
         url = rpc_url(card, self.card_url)
-        if self.dialect is None:
+        if self.dialect is None and url is not None:  # a card that failed says nothing
             self.dialect = a2a_tools.dialect_of(card)
         if url is not None and url != rebased(url, self.card_url):
             log.info("the agent card at %s names %s: posting to %s", self.card_url, url,
@@ -504,30 +514,6 @@ def _unsent(error: NoAnswer) -> bool:
     """Whether no byte of the request went out (the lean client could not
     connect): then a resend cannot run it twice."""
     return str(error).startswith(("cannot connect", "the client is closed"))
-
-
-class _Routed:
-    """``syncserver.client.Client``: checkout as A2A messages, the rest over REST."""
-
-    def __init__(self, a2a: A2aCheckout, rest: Client) -> None:
-        self.a2a, self.rest, self.base_url = a2a, rest, rest.base_url
-
-    async def request(self, method: str, path: str, body: Any = None,
-                      headers: Mapping[str, str] | None = None, *,
-                      content: bytes | None = None,
-                      params: Mapping[str, Any] | None = None) -> Any:
-        found = tool_of(method, path) if content is None and not params else None
-        if found is None:
-            return await self.rest.request(method, path, body, headers, content=content,
-                                           params=params)
-        tool, checkout = found
-        return await self.a2a.send(tool, checkout, body, headers or {})
-
-    def stream(self, *args: Any, **kwargs: Any) -> Any:
-        return self.rest.stream(*args, **kwargs)
-
-    async def aclose(self) -> None:
-        await self.rest.aclose()
 
 
 __all__ = ["CHECKOUT", "ERROR", "EXTENSIONS", "PAYMENT_KEYS", "A2aAnswer", "A2aCheckout",

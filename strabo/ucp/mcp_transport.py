@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from strabo.ucp._routed import TOOLS, Routed, tool_of
 from syncserver.client import Client, NoAnswer
 
 log = logging.getLogger("strabo.ucp")
@@ -45,28 +46,10 @@ log = logging.getLogger("strabo.ucp")
 TRANSPORTS = ("rest", "mcp", "a2a")
 """The transports a Business proxy can speak checkout over."""
 
-TOOLS = (
-    ("POST", re.compile(r"^/checkout-sessions/?$"), "create_checkout"),
-    ("GET", re.compile(r"^/checkout-sessions/([^/]+)$"), "get_checkout"),
-    ("PUT", re.compile(r"^/checkout-sessions/([^/]+)$"), "update_checkout"),
-    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/complete$"), "complete_checkout"),
-    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/cancel$"), "cancel_checkout"),
-)
-"""Method and path -> the tool of the 2026-04-08 binding (mcp.openrpc.json)."""
 _NO_CHECKOUT = {"get_checkout", "cancel_checkout"}
 _NEGOTIATION_STATUS = {"invalid_profile_url": 400, "profile_unreachable": 424,
                        "profile_malformed": 422, "version_unsupported": 422}
 """The REST status of each negotiation failure (the merchant's ``_negotiation``)."""
-
-
-def tool_of(method: str, path: str) -> tuple[str, str | None] | None:
-    """The tool a REST request is and the checkout id in its path, or None."""
-    path = path.split("?", 1)[0]
-    for verb, pattern, tool in TOOLS:
-        match = pattern.match(path)
-        if method.upper() == verb and match:
-            return tool, (match.group(1) if match.groups() else None)
-    return None
 
 
 def mcp_endpoint(profile: Any) -> str | None:
@@ -217,7 +200,8 @@ class McpCheckout:
 
     def over(self, rest: Client) -> Client:
         """A client that sends checkout requests here and others to ``rest``."""
-        return _Routed(self, rest)
+        return Routed(lambda tool, checkout, body, headers: self.call(
+            tool, arguments_of(tool, checkout, body, headers)), rest)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> McpAnswer:
         """Call ``tool``; raise NoAnswer when there is none (and drop the session)."""
@@ -271,28 +255,5 @@ class McpCheckout:
             await session.close()
 
 
-class _Routed:
-    """``syncserver.client.Client``: checkout as MCP tool calls, the rest over REST."""
-
-    def __init__(self, mcp: McpCheckout, rest: Client) -> None:
-        self.mcp, self.rest, self.base_url = mcp, rest, rest.base_url
-
-    async def request(self, method: str, path: str, body: Any = None,
-                      headers: Mapping[str, str] | None = None, *,
-                      content: bytes | None = None,
-                      params: Mapping[str, Any] | None = None) -> Any:
-        found = tool_of(method, path) if content is None and not params else None
-        if found is None:
-            return await self.rest.request(method, path, body, headers, content=content,
-                                           params=params)
-        tool, checkout = found
-        return await self.mcp.call(tool, arguments_of(tool, checkout, body, headers or {}))
-
-    def stream(self, *args: Any, **kwargs: Any) -> Any:
-        return self.rest.stream(*args, **kwargs)
-
-    async def aclose(self) -> None:
-        await self.rest.aclose()
-
-
-__all__ = ["TRANSPORTS", "McpAnswer", "McpCheckout", "arguments_of", "mcp_endpoint", "tool_of"]
+__all__ = ["TOOLS", "TRANSPORTS", "McpAnswer", "McpCheckout", "arguments_of", "mcp_endpoint",
+           "tool_of"]

@@ -37,6 +37,9 @@ PAYMENT_CODES = frozenset({
     "PAYMENT_FAILED", "CARD_DECLINED"})
 NOT_MODIFIABLE = "CHECKOUT_NOT_MODIFIABLE"
 IN_PROGRESS = "complete_in_progress"
+OUTCOME_UNKNOWN = "outcome_unknown"
+"""The code of a Complete that may have run, not resent (a tool-style A2A agent
+left it unanswered: strabo.ucp.a2a_transport): a 4xx that is no refusal."""
 Outcome = tuple[str, dict[str, Any]]
 
 
@@ -140,11 +143,13 @@ def completion(session: dict[str, Any]) -> Outcome:
 def failed_completion(error: ProxyError) -> Outcome | None:
     """The ending of a Complete the merchant refused, when its answer alone says
     it: any 4xx but ``CHECKOUT_NOT_MODIFIABLE`` (the session has ended some
-    other way: read it). None when only the session can tell."""
+    other way: read it) and ``outcome_unknown`` (the order may exist). None
+    when only the session can tell."""
     if isinstance(error, ProxyRequestError):
         return "Declined", {"messages": error_messages(error)}
     if (isinstance(error, ProxyHTTPError) and 400 <= error.status < 500
-            and (error.code or "").upper() != NOT_MODIFIABLE):
+            and (error.code or "").upper() != NOT_MODIFIABLE
+            and error.code != OUTCOME_UNKNOWN):
         return "Declined", {"messages": error_messages(error)}
     return None
 

@@ -204,7 +204,7 @@ def _check_times(params: Mapping[str, str], now: float) -> None:
     for name in ("created", "expires"):
         if name in params:
             text = params[name].strip()
-            if not text.isdigit() or len(text) > 12:
+            if not (text.isascii() and text.isdigit()) or len(text) > 12:
                 raise SignatureError("signature_invalid",
                                      f"Signature-Input's {name} is not a time: {text[:20]!r}")
             times[name] = int(text)
