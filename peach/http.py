@@ -55,6 +55,21 @@ def parse_batch(protocol: LangshawProtocol, data: Mapping[str, Any]) -> Batch:
     return Batch(protocol.name, int(data["seq"]), tuple(entries))
 
 
+def _not_json(instances: Sequence[ActionInstance]) -> ExecutorError | None:
+    """``bad-json`` for the first value of ``instances`` JSON cannot carry (NaN,
+    an infinity: bind() refuses them, a hand-built instance may hold one), found
+    once the encoder refused the attempt (on a channel or a POST); None if none."""
+    for n, instance in enumerate(instances):
+        problem = json_problem(instance.bindings, f"instances[{n}].bindings")
+        if problem is not None:
+            return ExecutorError(
+                f"the attempt cannot be sent: it is not valid JSON: {problem}",
+                status=400,
+                code="bad-json",
+            )
+    return None
+
+
 class SyncExecutor(Executor):
     """Connects adapters to the SyncServer at ``url`` as the agent ``token`` names.
 
@@ -181,6 +196,11 @@ class SyncExecutor(Executor):
                 raise ExecutorError(
                     f"no answer from the SyncServer at {self.url}: {exc}", retryable=True
                 ) from None
+            except ValueError:  # the line's encoder: NaN, an infinity
+                problem = _not_json(instances)
+                if problem is None:
+                    raise
+                raise problem from None
             status = data.get("status")
             if status == 200:
                 whole = batch if batch is not None else _finalized(adapter, instances, data)
@@ -199,17 +219,8 @@ class SyncExecutor(Executor):
                 f"no answer from the SyncServer at {self.url}: {exc}", retryable=True
             ) from None
         except Unsendable as exc:  # bindings that are not JSON (bind() refuses them)
-            problems = (
-                json_problem(i.bindings, f"instances[{n}].bindings")
-                for n, i in enumerate(instances)
-            )
-            problem = next((p for p in problems if p is not None), None)
-            if problem is None:
-                raise ExecutorError(f"the attempt cannot be sent: {exc}") from None
-            raise ExecutorError(
-                f"the attempt cannot be sent: it is not valid JSON: {problem}",
-                status=400,
-                code="bad-json",
+            raise _not_json(instances) or ExecutorError(
+                f"the attempt cannot be sent: {exc}"
             ) from None
         if response.status_code == 200:
             data = response.json()

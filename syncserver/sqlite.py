@@ -65,6 +65,20 @@ _BY_ROOT = "INDEXED BY instances_by_root"
 WAL_LIMIT = 8 * 2**20
 
 
+def _most_written(rows: list[tuple[Any, ...]], frame: int) -> int:
+    """The most bytes a commit of ``rows`` adds to the WAL: a few pages a row
+    (the table's leaf, the index's, a split), and its text twice over (the row
+    holds it all, the root index its names and root key again), in whole
+    frames (a page's header on top of its payload). The bindings and the root
+    are ASCII JSON; the other texts are measured in UTF-8."""
+    text = 0
+    for mas, protocol, _seq, _idx, root, action, performer, bindings, attempt in rows:
+        text += len(root) + len(bindings) + len(
+            f"{mas}{protocol}{action}{performer}{attempt or ''}".encode()
+        )
+    return len(rows) * 8 * frame + 2 * text * frame // (frame - 64)
+
+
 class SQLiteStore(Store):
     """The durable store: one SQLite file in WAL mode.
 
@@ -188,7 +202,7 @@ class SQLiteStore(Store):
             # Between two commits, nothing writes: this one completes (a reader
             # reading right now may hold it back: then the next commit tries).
             self._finish_checkpoint = self._checkpoint_now(self._db)
-        self._wal_added += len(rows) * 8 * self._frame + 2 * sum(len(r[-2] or "") for r in rows)
+        self._wal_added += _most_written(rows, self._frame)
         if self._wal_seen + self._wal_added > self.wal_limit:
             self._bound()
         self._rows_since_checkpoint += len(rows)
