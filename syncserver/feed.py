@@ -57,6 +57,11 @@ class Subscriber:
         to write it, in a later step of the loop."""
         if self.lagging:
             return False
+        if batch.seq <= self.delivered:
+            # Given already: a reader that resumed after a batch this server has
+            # not followed yet (another server of a shared log committed it)
+            # would otherwise get it twice when it is followed.
+            return False
         if (
             self.sink is not None
             and self._waiter is not None

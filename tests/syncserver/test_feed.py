@@ -200,3 +200,21 @@ def test_the_estimate_counts_names_as_json_writes_them() -> None:
     instance = ActionInstance(SIMPLE.action("Create"), {**SIMPLE_CREATE, "cid": "c1"})
     odd = Batch("SimpleUCP", 7, (Entry(instance, 'agent "é" \\ \\u0007' + "\u4e2d" * 20),))
     assert 0 <= odd.frame_size() - len(odd.sse_frame) <= 16
+
+
+async def test_a_batch_given_already_is_not_given_again_when_it_is_followed() -> None:
+    """A stream resumed after batch 3 on a server that has followed only up to
+    2 (another server of a shared log committed 3): when this server follows 3,
+    the stream must not get it again, through its sink or its queue."""
+    import asyncio
+
+    taken: list[int] = []
+    subscriber = Subscriber(limit=100, limit_bytes=1 << 20)
+    subscriber.delivered = 3
+    subscriber.sink = lambda b: taken.append(b.seq) or True
+    # The reader waits, caught up, as a stream does (what get() sets while it waits).
+    subscriber._waiter = asyncio.get_running_loop().create_future()
+    assert subscriber.push(batch(3)) is False
+    assert taken == [] and not subscriber._queue
+    subscriber.push(batch(4))
+    assert taken == [4]
