@@ -99,3 +99,16 @@ def _fault(value: Any, path: str) -> tuple[str, str] | None:
 def valid_key_value(value: Any) -> bool:
     """Key values identify scopes, so they must be hashable and unambiguous: str or int."""
     return type(value) is str or type(value) is int
+
+
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every finite float that holds a whole number made an int,
+    at any depth. Carriers that hold every number as a double (A2A's data parts,
+    protobuf's ``Value``) give ``2500.0`` for the ``2500`` their sender wrote."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value

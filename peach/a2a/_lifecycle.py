@@ -16,7 +16,6 @@ holds (A2A's JSON binding: camelCase names, data parts as JSON).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,8 @@ from a2a.helpers.proto_helpers import new_data_part
 from a2a.types import Message, Role, TaskState, TaskStatus
 from google.protobuf import json_format  # type: ignore[import-untyped]
 from google.protobuf.message import Message as Proto  # type: ignore[import-untyped]
+
+from langshaw.values import whole_numbers
 
 #: A2ATask's actions, by who performs them: what a protocol must have for the proxy.
 CLIENT_ACTIONS = ("Send", "Reply", "Cancel")
@@ -146,13 +147,4 @@ def as_json(message: Proto) -> Any:
         raise Misbehaved(f"the remote agent sent what JSON cannot hold ({exc})") from None
 
 
-def integers(value: Any) -> Any:
-    """A2A data parts carry every number as a double (protobuf's Value): a whole
-    number comes back as an integer, as its sender wrote it."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: integers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [integers(v) for v in value]
-    return value
+integers = whole_numbers  # one definition: langshaw.values

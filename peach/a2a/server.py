@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,6 +48,7 @@ from a2a.types import (
 )
 from starlette.applications import Starlette
 
+from langshaw.values import whole_numbers
 from peach.adapter import PeachAdapter
 from peach.errors import ActionRejected, BindError, ExecutorError
 
@@ -215,7 +215,7 @@ class RoleAgent:
         if not isinstance(bindings, dict) or set(ask) - {"action", "bindings"}:
             raise Refused("the data part holds action and bindings (an object) only",
                           "request")
-        return action, _integers(bindings)
+        return action, whole_numbers(bindings)
 
     def offers(self, root: tuple[Any, ...]) -> list[dict[str, Any]]:
         """What the role may do now in ``root``: each action and what it binds."""
@@ -322,16 +322,6 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _integers(value: Any) -> Any:
-    """A2A data parts carry every number as a double (protobuf's Value): a whole
-    number comes back as an integer, as the client wrote it."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _integers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integers(v) for v in value]
-    return value
 
 
 __all__ = ["Refused", "RoleAgent"]
