@@ -13,16 +13,12 @@ with each protocol and executor, its trace naming the A2A actions.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 
 from peach import LocalExecutor
-from strabo import serve
 from strabo.demo import demo
-from strabo.merchant import create_app, merchant_of
 from strabo.ucp import versions
 from strabo.ucp.a2a_transport import EXTENSIONS
 from strabo.ucp.business_proxy import business_proxy
@@ -32,25 +28,9 @@ from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from tests.conftest import load
 
-from .test_version_merchant import ROLES, Recorder, Shop, history
+from .test_version_merchant import ROLES, Shop, history, paths, shop
 
 A2A = "/ucp/a2a"
-
-
-@asynccontextmanager
-async def shop(version: str = versions.NEW) -> AsyncIterator[Shop]:
-    app = create_app(ucp_version=version)
-    sent: list[tuple[str, str, dict[str, str], Any]] = []
-    async with serve(Recorder(app, sent)) as url:
-        yield Shop(url, merchant_of(app), sent)
-
-
-def paths(s: Shop) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for _, path, _, _ in s.sent:
-        key = "checkout" if path.startswith("/checkout-sessions") else path
-        counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 def assert_over_a2a(s: Shop, proxy: Any, version: str) -> None:

@@ -13,14 +13,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from peach import LocalExecutor
-from strabo import serve
-from strabo.merchant import create_app, merchant_of
 from strabo.ucp import versions
 from strabo.ucp.business_proxy import business_proxy
 from strabo.ucp.incremental_platform import incremental_platform
@@ -30,25 +26,9 @@ from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from tests.conftest import load
 
-from .test_version_merchant import ROLES, Recorder, Shop, history
+from .test_version_merchant import ROLES, Shop, history, paths, shop
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@asynccontextmanager
-async def shop(version: str = versions.NEW) -> AsyncIterator[Shop]:
-    app = create_app(ucp_version=version)
-    sent: list[tuple[str, str, dict[str, str], Any]] = []
-    async with serve(Recorder(app, sent)) as url:
-        yield Shop(url, merchant_of(app), sent)
-
-
-def paths(s: Shop) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for _, path, _, _ in s.sent:
-        key = "checkout" if path.startswith("/checkout-sessions") else path
-        counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 def assert_over_mcp(s: Shop, proxy: Any, calls: int) -> None:

@@ -85,11 +85,21 @@ class Recorder:
 
 
 @asynccontextmanager
-async def shop() -> AsyncIterator[Shop]:
-    app = create_app(ucp_version=versions.NEW)
+async def shop(version: str = versions.NEW) -> AsyncIterator[Shop]:
+    """The bundled merchant serving ``version``, every request to it recorded."""
+    app = create_app(ucp_version=version)
     sent: list[tuple[str, str, dict[str, str], Any]] = []
     async with serve(Recorder(app, sent)) as url:
         yield Shop(url, merchant_of(app), sent)
+
+
+def paths(s: Shop) -> dict[str, int]:
+    """How many requests went to each path (the checkout requests as one)."""
+    counts: dict[str, int] = {}
+    for _, path, _, _ in s.sent:
+        key = "checkout" if path.startswith("/checkout-sessions") else path
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def history(agent: Any) -> list[ActionInstance]:
