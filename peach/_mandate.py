@@ -5,12 +5,15 @@ the agent, with the counts it can see: the agent's own actions in the
 adapter's view of the log, and its attempts still in flight (so that a burst of
 concurrent attempts cannot each see the count before the others land). Where a
 clause needs a human's approval, the adapter asks its approver and refuses
-without one. The SyncServer checks the same clauses again with its own counts
-(all but approval), so an agent that skips its adapter gains nothing.
+without one, or when the approver does not answer in time (an approver that
+hangs must not hold the attempt, and the count, for ever). The SyncServer
+checks the same clauses again with its own counts (all but approval), so an
+agent that skips its adapter gains nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -20,11 +23,17 @@ from langshaw import ActionInstance, SocialState, Violation
 from peach.errors import ActionRejected
 from syncserver.mandate import RULE, Mandate
 
-__all__ = ["Approver", "MandateRefused"]
+__all__ = ["APPROVE_TIMEOUT", "Approver", "MandateRefused"]
 
 #: Asked before an attempt the mandate reserves for a human: ``approve(agent,
 #: instances)`` is True to let it go. The CLI's asks at the terminal.
 Approver = Callable[[str, Sequence[ActionInstance]], Awaitable[bool]]
+
+APPROVE_TIMEOUT = 300.0
+"""Seconds an approver is given to answer (``PeachAdapter(approve_timeout=)``):
+long enough for a human at a terminal, short enough that an approver that
+hangs does not hold the attempt, and its place in the mandate's counts, for
+ever. Past it the approver is cancelled and the attempt refused."""
 
 
 class MandateRefused(ActionRejected):
@@ -37,6 +46,7 @@ class PeachAdapter(Protocol):
 
     name: str
     approve: Approver | None
+    approve_timeout: float
     executor: Any
     protocol: Any
 
@@ -148,12 +158,25 @@ class MandateGuard:
                 "or --yes grants it)"
             )
         else:
+            # Read now too; the wait is bounded (the approver is cancelled past
+            # it), and ``admit`` releases the count once this refuses.
+            timeout = getattr(self.adapter, "approve_timeout", APPROVE_TIMEOUT)
+            bound = asyncio.timeout(timeout)
             try:
+                async with bound:
+                    answer = await approve(self.adapter.name, list(items))
                 # True only: an approver that returns "no", or any other truthy
                 # non-answer, has not said yes.
-                if await approve(self.adapter.name, list(items)) is True:
+                if answer is True:
                     return
                 reason = f"{what} was not approved by the principal"
+            except TimeoutError as exc:
+                reason = (
+                    f"{what} was not approved within {timeout:g} s (the approver did "
+                    "not answer; PeachAdapter(approve_timeout=) sets the wait)"
+                    if bound.expired()
+                    else f"{what} could not be approved: TimeoutError: {exc}"
+                )
             except Exception as exc:  # an approver that fails approves nothing
                 reason = f"{what} could not be approved: {type(exc).__name__}: {exc}"
         raise MandateRefused(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from langshaw import ABSENT, ActionInstance, Enablement, LangshawProtocol, SocialState, json_equal
 from peach._breaches import check_always
 from peach._handlers import HandlerErrors, Handlers
-from peach._mandate import Approver, MandateGuard, MandateRefused
+from peach._mandate import APPROVE_TIMEOUT, Approver, MandateGuard, MandateRefused
 from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
 from peach.feasible import FeasibleAction
@@ -58,6 +58,7 @@ class PeachAdapter:
         *,
         mandate: Mandate | None = None,
         approve: Approver | None = None,
+        approve_timeout: float = APPROVE_TIMEOUT,
     ) -> None:
         if role not in protocol.roles:
             raise ValueError(
@@ -91,6 +92,7 @@ class PeachAdapter:
         self._breaching: set[str] = set()
         self._check_failing: set[str] = set()
         self.approve = approve  # asked where the mandate wants a human's approval
+        self.approve_timeout = approve_timeout  # seconds it has to answer, then refused
         self.mandate = mandate
 
     @property

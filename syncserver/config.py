@@ -312,6 +312,7 @@ def _agents(
             [p for p in protocols.values() if p.name in (roles or {})],
             (*here, "mandate"),
             problems.add,
+            roles,
         )
         if token is not None and roles is not None:
             agents[name] = AgentConfig(

@@ -38,12 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
-from jsonpath_ng.ext import parse as parse_path  # type: ignore[attr-defined]
 from pydantic import field_validator
 
 from langshaw import ABSENT, ActionInstance, LangshawProtocol, SocialState, Violation
 from langshaw.values import valid_key_value
+from syncserver._mandate_parse import Checker, json_path
 from syncserver.settings import Problems, SettingsError, Table, must
 
 __all__ = ["Counts", "Mandate", "MandateError", "read_mandate"]
@@ -177,14 +176,17 @@ class Mandate:
         protocols: Iterable[LangshawProtocol],
         where: str | tuple[str, ...],
         problem: Callable[[tuple[str, ...], str], None],
+        roles: Mapping[str, Iterable[str]] | None = None,
     ) -> Mandate:
         """From a configuration's ``mandate`` table; each mistake goes to
         ``problem`` (a clause naming an action or attribute the protocols lack
-        would silently bound nothing, so it is an error)."""
+        would silently bound nothing, so it is an error). Given ``roles`` (the
+        agent's, by protocol name), so is a clause on an action those roles
+        never perform, or on an attribute none of their actions binds."""
         here = tuple(where.split(".")) if isinstance(where, str) else tuple(where)
         if value is None:
             return cls()
-        checker = _Checker(problem)
+        checker = Checker(problem)
         spec = checker.check(_Mandate, value, here)
         if spec is None:
             return cls()
@@ -192,10 +194,27 @@ class Mandate:
         actions = {a: p for p in protocols for a in p.actions}
         attributes = {attr for p in protocols for a in p.actions.values() for attr in a.attributes}
 
+        played = None if roles is None else {p: frozenset(r) for p, r in roles.items()}
+        bound_here = attributes  # what a clause without an action may name
+        if played is not None:
+            mine = {a for a, p in actions.items() if p.actions[a].actor in played.get(p.name, ())}
+            bound_here = {attr for a in mine for attr in actions[a].actions[a].attributes}
+
         def known_action(name: Any, at: tuple[str, ...]) -> bool:
-            if name in actions:
+            if name not in actions:
+                problem(
+                    at, f"no protocol here has an action {name!r} (actions: {', '.join(actions)})"
+                )
+                return False
+            if played is None or name in mine:
                 return True
-            problem(at, f"no protocol here has an action {name!r} (actions: {', '.join(actions)})")
+            actor = actions[name].actions[name].actor
+            plays = ", ".join(sorted(r for rs in played.values() for r in rs)) or "no role"
+            problem(
+                at,
+                f"{name!r} is performed by {actor}, and this agent plays {plays}: "
+                "a bound on it would bound nothing",
+            )
             return False
 
         times: dict[str, tuple[int | None, int | None]] = {}
@@ -220,11 +239,15 @@ class Mandate:
             has = (
                 attribute in actions[action].actions[action].attributes
                 if action
-                else attribute in attributes
+                else attribute in bound_here
             )
             if not has:
                 # "no action ... has an attribute": not "has no attribute" twice over.
-                owner = f"{action} has no" if action else "no action of these protocols has an"
+                owner = (
+                    f"{action} has no" if action
+                    else "no action of these protocols has an" if attribute not in attributes
+                    else "no action this agent performs has an"
+                )
                 problem(at, f"{owner} attribute {attribute!r}")
                 continue
             if isinstance(table, Mapping):  # "in" is a Python keyword: "allowed" inside
@@ -232,7 +255,7 @@ class Mandate:
             bound = checker.check(_Values, table, at)
             if bound is None:
                 continue
-            path = _path(bound.path, (*at, "path"), problem)
+            path = json_path(bound.path, (*at, "path"), problem)
             if bound.path is not None and path is None:
                 continue
             given = (bound.min, bound.max, bound.total, bound.allowed)
@@ -254,7 +277,7 @@ class Mandate:
             at = (*here, "ceiling")
             found = checker.check(_Ceiling, spec.ceiling, at)
             if found is not None:
-                path = _path(found.path, (*at, "path"), problem)
+                path = json_path(found.path, (*at, "path"), problem)
                 # A list, not all(...) after an ``and``: each unknown action is
                 # reported, even after a bad path or another unknown action.
                 known = [known_action(a, (*at, "on")) for a in found.on]
@@ -410,9 +433,14 @@ class Mandate:
         return dict(self.source)
 
 
-def read_mandate(path: str | Path, protocols: Iterable[LangshawProtocol]) -> Mandate:
+def read_mandate(
+    path: str | Path,
+    protocols: Iterable[LangshawProtocol],
+    roles: Mapping[str, Iterable[str]] | None = None,
+) -> Mandate:
     """A mandate file (TOML, or JSON by its ``.json`` suffix: the ``mandate``
-    table alone), checked against ``protocols``; MandateError lists every mistake."""
+    table alone), checked against ``protocols`` (and the agent's ``roles``, by
+    protocol name, as :meth:`Mandate.parse`); MandateError lists every mistake."""
     path = Path(path)
     problems = Problems(str(path))
     try:
@@ -428,48 +456,13 @@ def read_mandate(path: str | Path, protocols: Iterable[LangshawProtocol]) -> Man
         problems = Problems(str(path), text)
     if isinstance(data, Mapping) and set(data) == {"mandate"}:
         data = data["mandate"]
-    mandate = Mandate.parse(data, protocols, (), problems.add)
+    mandate = Mandate.parse(data, protocols, (), problems.add, roles)
     if problems:
         raise MandateError(problems.messages)
     return mandate
 
 
 # Helpers ----------------------------------------------------------------------------
-
-
-class _Checker:
-    """A Problems-like ``check`` that reports through a bare ``problem`` callback."""
-
-    def __init__(self, problem: Callable[[tuple[str, ...], str], None]) -> None:
-        self.problem = problem
-
-    def check(self, model: Any, data: Any, where: tuple[str, ...]) -> Any:
-        inner = Problems("")
-        found = inner.check(model, data, where)
-        for line in inner.messages:
-            # "<source>: key.path: message" with an empty source
-            text = line[2:] if line.startswith(": ") else line
-            key, _, message = text.partition(": ")
-            # A table is flat: the key is ``where`` (whose parts may hold dots,
-            # as "Create.line_items") and one field name after it.
-            prefix = ".".join(where)
-            field_name = key[len(prefix) + 1 :] if key.startswith(prefix + ".") else ""
-            field_name = "in" if field_name == "allowed" else field_name
-            path = (*where, field_name) if field_name else tuple(where)
-            if message.startswith("unknown setting"):  # the names as written
-                message = message.replace("allowed", "in")
-            self.problem(path, message)
-        return None if inner else found
-
-
-def _path(text: str | None, where: tuple[str, ...], problem: Callable[..., None]) -> Any:
-    if text is None:
-        return None
-    try:
-        return parse_path(text)
-    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:  # its errors vary
-        problem(where, f"{text!r} is not a JSONPath: {exc}")
-        return None
 
 
 def _numbers(path: Any, value: Any) -> list[float]:

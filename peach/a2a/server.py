@@ -20,29 +20,41 @@ attempt) or ``failed`` (refused by the SyncServer), with the refusal's message
 and rule; in a task that asked for input it asks again, saying why.
 ``tasks/cancel`` stops following the enactment: it attempts nothing, since
 calling a protocol off is an action of the protocol's own (Purchase's Cancel).
+
+**What it keeps** is bounded, so a long-running agent does not grow with every
+task: the :data:`KEPT_TASKS` tasks updated last (older ones are forgotten, and
+a message or ``tasks/get`` naming one is answered "task not found"), a task's
+enactment only while the task may still get a message (not once it is
+completed, failed, rejected or canceled), and the SDK's live state of a task
+waiting for input only :data:`IDLE_RELEASE` seconds (a message brings it back).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from a2a.helpers.proto_helpers import get_data_parts, new_data_part, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
     AgentInterface,
     AgentSkill,
+    ListTasksRequest,
+    ListTasksResponse,
     Message,
     Part,
     Task,
+    TaskNotFoundError,
     TaskState,
     TaskStatus,
 )
@@ -55,6 +67,15 @@ from peach.errors import ActionRejected, BindError, ExecutorError
 log = logging.getLogger("strabo.a2a")
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+KEPT_TASKS = 10_000
+"""Tasks a RoleAgent keeps at most (``RoleAgent(kept=)``), the least recently
+updated forgotten first: a client that opens tasks and never comes back cannot
+fill the memory. A forgotten task is "not found"; its enactment goes on."""
+
+IDLE_RELEASE = 300.0
+"""Seconds the SDK keeps the live state (queues, tasks) of a task waiting for
+input before it releases it; a message to the task rebuilds it from the store."""
 
 
 class Refused(Exception):
@@ -75,13 +96,19 @@ class RoleAgent:
     """
 
     def __init__(
-        self, adapter: PeachAdapter, *, name: str | None = None, url: str = ""
+        self, adapter: PeachAdapter, *, name: str | None = None, url: str = "",
+        kept: int = KEPT_TASKS,
     ) -> None:
+        if kept < 1:
+            raise ValueError(f"kept must be at least 1, not {kept}")
         self.adapter = adapter
         self.name = name or f"strabo {adapter.protocol.name} {adapter.role}"
         self.url = url  # where clients reach it; set once serving (the card says it)
+        self.kept = kept  # tasks kept at most (KEPT_TASKS)
         self._actions = {a.name for a in adapter.protocol.actions_of(adapter.role)}
-        self._roots: dict[str, tuple[Any, ...]] = {}  # A2A task id -> its enactment
+        # A2A task id -> its enactment, while the task may get a message: dropped
+        # when the task ends or its store forgets it, and bounded on its own too.
+        self._roots: _Kept[str, tuple[Any, ...]] = _Kept(kept)
         self._changed = asyncio.Event()  # set (and replaced) on every batch
         self._started = False
         self._handlers: list[DefaultRequestHandler] = []  # whose tasks stop() ends
@@ -111,6 +138,10 @@ class RoleAgent:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def forget(self, task_id: str) -> None:
+        """Stop knowing ``task_id``'s enactment: the task ended, or was forgotten."""
+        self._roots.pop(task_id, None)
 
     def _on_batch(self, batch: Any, newly: list[tuple[Any, ...]]) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -158,8 +189,9 @@ class RoleAgent:
         names, and 0.3's ``message/send``, ``tasks/get``... as well)."""
         handler = DefaultRequestHandler(
             agent_executor=_Executor(self),
-            task_store=InMemoryTaskStore(),
+            task_store=_KeptTasks(self.kept, self.forget),
             agent_card=self.agent_card(),
+            interrupted_task_timeout=IDLE_RELEASE,
         )
 
         async def card(_: AgentCard) -> AgentCard:
@@ -239,8 +271,14 @@ class _Executor(AgentExecutor):
         task_id, context_id = str(context.task_id), str(context.context_id)
         updater = TaskUpdater(event_queue, task_id, context_id)
         role = self.role
-        follow_up = task_id in role._roots
         assert context.message is not None  # a message always comes with execute
+        # A stored task is a follow-up (a new one is stored once it is reported);
+        # one whose enactment is no longer known must not start a new one.
+        follow_up = context.current_task is not None
+        if follow_up and task_id not in role._roots:
+            raise TaskNotFoundError(
+                f"Task {task_id} is no longer followed by {role.name} (it keeps the "
+                f"{role.kept} latest tasks); send a new message to start a new task")
         if follow_up:
             await updater.start_work()
         else:  # the task itself, before its updates; working at once (no queue here)
@@ -252,7 +290,7 @@ class _Executor(AgentExecutor):
         except Refused as exc:
             text = f"{exc}" + (f" (rule: {exc.rule})" if exc.rule else "")
             answer = _message(updater, text, {"error": str(exc), "rule": exc.rule})
-            if follow_up:  # the task goes on: the client may try something else
+            if follow_up and task_id in role._roots:  # the client may try another
                 root = role._roots[task_id]
                 await updater.requires_input(
                     _message(updater, text, {"error": str(exc), "rule": exc.rule,
@@ -282,6 +320,7 @@ class _Executor(AgentExecutor):
                 await updater.complete(_message(
                     updater, f"{adapter.protocol.name} {adapter.keys_of(root)} is complete",
                     {"keys": adapter.keys_of(root), "complete": True}))
+                role.forget(updater.task_id)  # ended: no message can reach it now
                 return
             offers = role.offers(root)
             if offers:
@@ -306,6 +345,66 @@ class _Executor(AgentExecutor):
         await updater.cancel(_message(
             updater, "stopped following the enactment; nothing was attempted, and the "
             "enactment goes on for the other agents", {"canceled": True}))
+        self.role.forget(updater.task_id)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_ENDED = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
+                    TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_CANCELED})
+
+
+class _Kept(OrderedDict[K, V], Generic[K, V]):
+    """A mapping that keeps its ``bound`` latest set entries, the oldest set
+    forgotten first (as strabo.merchant's idempotency records: peach cannot
+    import strabo)."""
+
+    def __init__(self, bound: int) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.bound:
+            self.popitem(last=False)
+
+
+class _KeptTasks(TaskStore):
+    """The SDK's in-memory task store, holding the ``bound`` tasks saved last
+    (each update saves its task). A task it drops is deleted, so the SDK answers
+    a message or ``tasks/get`` naming it with TaskNotFoundError, and ``forget``
+    tells the agent to drop its enactment too."""
+
+    def __init__(self, bound: int, forget: Callable[[str], None]) -> None:
+        self._tasks = InMemoryTaskStore()
+        self._order: OrderedDict[str, ServerCallContext] = OrderedDict()  # by last save
+        self.bound = bound
+        self._forget = forget
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        await self._tasks.save(task, context)
+        self._order[task.id] = context  # the owner the store files it under
+        self._order.move_to_end(task.id)
+        if task.status.state in _ENDED:  # however it ended (a cancel the SDK
+            self._forget(task.id)  # writes itself, a failure): no message follows
+        while len(self._order) > self.bound:
+            old, saved_by = self._order.popitem(last=False)
+            await self._tasks.delete(old, saved_by)
+            self._forget(old)
+
+    async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        return await self._tasks.get(task_id, context)
+
+    async def list(self, params: ListTasksRequest, context: ServerCallContext
+                   ) -> ListTasksResponse:
+        return await self._tasks.list(params, context)
+
+    async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        self._order.pop(task_id, None)
+        await self._tasks.delete(task_id, context)
+        self._forget(task_id)
 
 
 def _message(updater: TaskUpdater, text: str, data: dict[str, Any]) -> Message:

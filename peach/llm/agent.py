@@ -548,12 +548,16 @@ def _mandate_of(
     if given is None or isinstance(given, Mandate):
         return given or None
     protocols = list({a.protocol.name: a.protocol for a in adapters}.values())
+    roles: dict[str, set[str]] = {}
+    for adapter in adapters:
+        roles.setdefault(adapter.protocol.name, set()).add(adapter.role)
     if isinstance(given, Mapping):
         problems: list[str] = []
         found = Mandate.parse(
-            given, protocols, "mandate", lambda at, m: problems.append(f"{'.'.join(at)}: {m}")
+            given, protocols, "mandate",
+            lambda at, m: problems.append(f"{'.'.join(at)}: {m}"), roles,
         )
         if problems:
             raise ValueError("the mandate is wrong: " + "; ".join(problems))
         return found or None
-    return read_mandate(given, protocols) or None
+    return read_mandate(given, protocols, roles) or None

@@ -234,7 +234,7 @@ async def run_agent(
             "does not exist"
         )
     budget = Budget(args.max_calls, args.max_seconds, args.max_tokens)
-    mandate = _mandate(args.mandate, [p for p, _ in pairs])
+    mandate = _mandate(args.mandate, pairs)
 
     async with contextlib.AsyncExitStack() as stack:
         if args.embedded:
@@ -509,14 +509,18 @@ def _protocol_file(name: str) -> Path | None:
     return find(name)
 
 
-def _mandate(path: str | None, protocols: list[Any]) -> Any:
-    """--mandate FILE, read and checked against the agent's protocols."""
+def _mandate(path: str | None, pairs: list[tuple[Any, str]]) -> Any:
+    """--mandate FILE, read and checked against the agent's protocols and the
+    roles it plays in them (``pairs``: protocol, role)."""
     if path is None:
         return None
     from syncserver.mandate import MandateError, read_mandate
 
+    roles: dict[str, set[str]] = {}
+    for protocol, role in pairs:
+        roles.setdefault(protocol.name, set()).add(role)
     try:
-        return read_mandate(path, list({p.name: p for p in protocols}.values()))
+        return read_mandate(path, list({p.name: p for p, _ in pairs}.values()), roles)
     except MandateError as exc:
         raise UsageError("--mandate: " + "\n  ".join(exc.problems)) from None
 
@@ -525,7 +529,7 @@ def _approver(
     yes: bool, name: str, secrets: set[str]
 ) -> Callable[[str, Any], Awaitable[bool]]:
     """What asks the principal: --yes grants; a terminal asks; else no one can."""
-    import asyncio
+    from peach.llm._asking import Terminal
 
     async def approve(agent: str, instances: Any) -> bool:
         what = "; ".join(f"{i.action.name} {_brief(i.bindings, secrets)}" for i in instances)
@@ -537,9 +541,10 @@ def _approver(
                   "(give --yes to grant it)", file=sys.stderr, flush=True)
             return False
         question = f"strabo agent: {name} wants to perform {what}. Approve? [y/N] "
-        answer = await asyncio.to_thread(input, question)
+        answer = await terminal.ask(question)  # given up on at the adapter's approve_timeout
         return answer.strip().lower() in ("y", "yes")
 
+    terminal = Terminal()
     return approve
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from peach import LocalExecutor, MandateRefused, PeachAdapter
 from syncserver import MemoryStore, SyncServer
 from syncserver.config import ConfigError, build_config
 from syncserver.errors import Rejected, ServiceError
-from syncserver.mandate import Mandate
+from syncserver.mandate import Mandate, MandateError, read_mandate
 from tests.conftest import LINE_ITEMS, SIMPLE_CREATE, load
 from tests.harness import Harness
 from tests.syncserver.postgres.conftest import pg_cluster, pg_url  # noqa: F401 (fixtures)
@@ -300,6 +301,15 @@ def config_with(mandate: Any) -> dict[str, Any]:
           "ceiling.on: no protocol here has an action 'Nope'"]),
         ({"ceiling": {"attribute": "price", "max": 5, "on": ["Pay", "Buy"]}},
          ["action 'Pay'", "action 'Buy'"]),
+        # The Buyer's principal bounding what only the Seller does: in the
+        # protocol, so it parsed, but it would bound nothing.
+        ({"actions": {"Quote": {"per_run": 1}}},
+         ["actions.Quote: 'Quote' is performed by Seller, and this agent plays Buyer: "
+          "a bound on it would bound nothing"]),
+        ({"values": {"Quote.price": {"max": 5}}}, ["values.Quote.price: 'Quote' is performed"]),
+        ({"approval": ["Ship"]}, ["approval: 'Ship' is performed by Seller"]),
+        ({"ceiling": {"attribute": "price", "max": 5, "on": ["Quote"]}},
+         ["ceiling.on: 'Quote' is performed by Seller"]),
     ],
 )
 def test_every_mandate_mistake_is_reported_with_its_place(
@@ -311,6 +321,32 @@ def test_every_mandate_mistake_is_reported_with_its_place(
     for message in messages:
         assert message in text, text
     assert "mas.default.agents.b.mandate." in text, text
+
+
+def test_an_attribute_only_other_roles_bind_is_reported_but_a_ceiling_may_read_it() -> None:
+    """A value bound on what no action of the agent binds bounds nothing; a
+    ceiling reads what others bound (the Seller's price), so it may name it."""
+    with pytest.raises(ConfigError) as error:
+        build_config(config_with({"values": {"qid": {"in": ["q1"]}}}), source="mas.toml")
+    assert "values.qid: no action this agent performs has an attribute 'qid'" in str(
+        error.value
+    )
+    config = build_config(
+        config_with({"ceiling": {"attribute": "price", "max": 5, "on": ["Accept"]}}),
+        source="mas.toml",
+    )
+    assert config.mas["default"].agents["b"].mandate.ceiling is not None
+
+
+def test_a_mandate_file_is_checked_against_the_roles_the_agent_plays(tmp_path: Path) -> None:
+    """``strabo agent --mandate`` and LLMAgent read the file with the agent's roles."""
+    path = tmp_path / "m.toml"
+    path.write_text("[actions.Quote]\nper_run = 1\n")
+    purchase = load("purchase.lsh")
+    assert read_mandate(path, [purchase])  # no roles given: only the protocol is known
+    with pytest.raises(MandateError, match="'Quote' is performed by Seller"):
+        read_mandate(path, [purchase], {"Purchase": ["Buyer"]})
+    assert read_mandate(path, [purchase], {"Purchase": ["Seller"]})
 
 
 # Held: resends, rebuilds, whose enactments count ------------------------------------
