@@ -105,6 +105,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "makes the bundled merchant serve 2026-04-08 unless --ucp-version says otherwise",
     )
     parser.add_argument(
+        "--a2a-dialect",
+        choices=["auto", "session", "tool"],
+        default="auto",
+        help="with --transport a2a: the messages the proxy sends, strabo's (session: "
+        "create_checkout...; the bundled merchant) or a tool-style agent's (tool: "
+        "add_to_checkout...; Google's A2A business agent); default auto, as the agent card "
+        "says. A forced dialect the card reads otherwise is used, with a warning",
+    )
+    parser.add_argument(
         "--platform-profile",
         metavar="URL",
         default=None,
@@ -156,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     problem = _product_problem(args.protocol, args.product, args.merchant) or problem
     if args.transport == "mcp" and args.ucp_version == "2026-01-11":
         problem = "--transport mcp needs UCP 2026-04-08 (2026-01-11 has no MCP checkout)"
+    problem = _dialect_problem(args.transport, args.a2a_dialect) or problem
     if problem:
         print(f"strabo demo: {problem}", file=sys.stderr)
         return 2
@@ -165,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         demo(args.protocol, args.policy, args.merchant, args.timeout, executor=args.executor,
              outcome=args.outcome, ucp_version=args.ucp_version,
              platform_profile=args.platform_profile, transport=args.transport,
-             product=args.product)
+             product=args.product, a2a_dialect=args.a2a_dialect)
     )
 
 
@@ -173,6 +183,13 @@ def _product_problem(protocol: str, product: str | None, merchant: str | None) -
     if product and (not merchant or protocol == "resilient"):
         return ("--product names an item of the merchant given with --merchant, for "
                 "--protocol atomic or incremental (the bundled merchant sells the sample)")
+    return None
+
+
+def _dialect_problem(transport: str, dialect: str) -> str | None:
+    if dialect != "auto" and transport != "a2a":
+        return (f"--a2a-dialect is the dialect of an A2A agent: it goes with --transport "
+                f"a2a, not {transport}")
     return None
 
 
@@ -198,6 +215,7 @@ async def demo(
     platform_profile: str | None = None,
     transport: str = "rest",
     product: str | None = None,
+    a2a_dialect: str = "auto",
 ) -> int:
     """Run one checkout; 0 when it completed. ``executor`` is "syncserver" (one
     embedded, with ``policy``, default instant) or "peer" (no SyncServer: a
@@ -208,7 +226,8 @@ async def demo(
     profile the proxy names (None: the proxy serves it on loopback). ``transport``
     is what the proxy sends checkout over: "rest", "mcp" (2026-04-08 only) or
     "a2a". With ``merchant``, ``product`` is the item the Platform buys, for a
-    buyer with a shipping address."""
+    buyer with a shipping address. ``a2a_dialect`` is the proxy's over A2A
+    ("auto", the card's; "session" or "tool" forced)."""
     import asyncio
     import contextlib
 
@@ -229,11 +248,15 @@ async def demo(
     if executor == "peer" and policy is not None:
         raise ValueError("a finalization policy is the SyncServer's: give none with peer")
     problem = _outcome_problem(protocol_name, outcome, merchant) or _product_problem(
-        protocol_name, product, merchant)
+        protocol_name, product, merchant) or _dialect_problem(transport, a2a_dialect)
     if problem:
         raise ValueError(problem)
+    from strabo.ucp.a2a_tools import forced
+
+    forced(a2a_dialect)  # ValueError for a dialect not in CHOICES, before anything starts
     outcome = outcome or "completed"
     make_platform: Callable[..., tuple[Any, asyncio.Event]]
+    make_proxy: Callable[..., Any]  # each takes transport=; a2a_dialect is set after
     if protocol_name == "atomic":
         protocol = LangshawProtocol.load(ATOMIC)
         make_platform, make_proxy = platform_agent, business_proxy
@@ -290,6 +313,7 @@ async def demo(
         trace("\n".join(header))
         kind = "external" if merchant else f"bundled, UCP {ucp_version or '2026-01-11'}"
         kind += f", checkout over {WIRES[transport]}" if transport in WIRES else ""
+        kind += f", {a2a_dialect} dialect (forced)" if a2a_dialect != "auto" else ""
         trace(f"  merchant    {merchant_url} ({kind})\n")
         if merchant:
             problem, status = await _profile_problem(merchant_url)
@@ -299,6 +323,7 @@ async def demo(
 
         proxy = make_proxy(executors["business"], merchant_url, transport=transport)
         proxy.platform_profile = platform_profile
+        proxy.a2a_dialect = a2a_dialect
         platform, done = make_platform(executors["platform"], **_buying(product))
         from strabo.ucp import order_demo  # the order through to delivery (UCPOrder)
 

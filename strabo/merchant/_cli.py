@@ -10,10 +10,22 @@ import argparse
 import sys
 
 DESCRIPTION = """\
-Run the bundled UCP merchant: the UCP checkout REST API (protocol 2026-01-11, or
-2026-04-08 with --ucp-version) for a small flower shop, with discovery at
-/.well-known/ucp, checkout sessions, orders, discount codes, three-step shipping
-and mock payment tokens. State is in memory and is lost when the server stops.
+Run the bundled UCP merchant: UCP checkout for a small flower shop, with
+discovery at /.well-known/ucp, checkout sessions, orders, discount codes,
+three-step shipping and mock payment tokens. State is in memory and is lost when
+the server stops.
+
+UCP versions: 2026-01-11 (the default), or 2026-04-08 with --ucp-version
+2026-04-08, which still answers 2026-01-11 platforms (their profile at
+/.well-known/ucp/2026-01-11).
+
+Transports (paths under the server's URL), each listed in the profile:
+  REST  /checkout-sessions, /orders/{id}: both versions
+  MCP   /ucp/mcp (streamable HTTP, the five checkout tools): 2026-04-08 only
+  A2A   /ucp/a2a (JSON-RPC: message/send, SendMessage), its agent card at
+        /ucp/a2a/.well-known/agent-card.json: both versions, when the A2A SDK
+        is installed (pip install 'strabo[a2a]')
+The merchant prints the ones it serves when it starts.
 
 Pay with handler_id "mock_payment_handler" and token "success_token" (or
 "fail_token" to see a declined payment). See docs/merchant.md.
@@ -25,6 +37,9 @@ examples:
   curl http://127.0.0.1:8182/.well-known/ucp
 """
 
+PATHS = {"mcp": "/ucp/mcp", "a2a": "/ucp/a2a",
+         "card": "/ucp/a2a/.well-known/agent-card.json"}
+"""The paths the help names (``_discovery``'s, restated: it needs pydantic)."""
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 UCP_VERSIONS = ("2026-01-11", "2026-04-08")
 """The versions ``--ucp-version`` takes (``_versioning.SERVED``, which needs
@@ -132,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
     base = f"http://{shown}:{port}"
     print(f"UCP merchant listening on {base}", flush=True)
     print(f"  discovery: {base}/.well-known/ucp", flush=True)
+    for line in _transports(app, args.ucp_version, base):
+        print(f"  {line}", flush=True)
     print(f"  simulation secret: {merchant_of(app).simulation_secret}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
     try:
@@ -139,3 +156,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
+
+
+def _transports(app: object, version: str, base: str) -> list[str]:
+    """A line per transport ``app`` serves checkout over, with its URL here (the
+    profile names ``--base-url`` instead when given)."""
+    served = {getattr(route, "path", None) for route in getattr(app, "routes", [])}
+    versions = version if version == UCP_VERSIONS[0] else f"{version} and {UCP_VERSIONS[0]}"
+    lines = [f"REST:      {base}/checkout-sessions (UCP {versions})"]
+    if PATHS["mcp"] in served:
+        lines.append(f"MCP:       {base}{PATHS['mcp']} (UCP {version})")
+    lines.append(f"A2A:       {base}{PATHS['card']} (the agent card; UCP {versions})"
+                 if PATHS["a2a"] in served else
+                 "A2A:       not served (the A2A SDK is not installed: pip install 'strabo[a2a]')")
+    return lines

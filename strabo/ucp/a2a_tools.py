@@ -5,9 +5,10 @@ its model's tools, as Google's UCP samples' ``a2a/business_agent`` (UCP
 :mod:`strabo.ucp.a2a_transport` speaks strabo's convention (``create_checkout``
 with the whole body, ``update_checkout``, ``cancel_checkout``, ``id`` in every
 message, ``a2a.ucp.error`` answers) to an agent whose card names those actions,
-and this dialect to one whose card does not (:func:`dialect_of`). Here the
-context names the checkout (no ids), there is no cancel and no update with a
-body, and a failed tool answers with the model's text only. Measured against
+and this dialect to one whose card does not (:func:`dialect_of`), unless a
+proxy's ``a2a_dialect`` forces one (:func:`forced`). Here the context names the
+checkout (no ids), there is no cancel and no update with a body, and a failed
+tool answers with the model's text only. Measured against
 Google's agent (its model a scripted stand-in; docs/proxy.md, *Google's A2A
 business agent*):
 
@@ -32,8 +33,11 @@ from __future__ import annotations
 from typing import Any
 
 CHECKOUT = "a2a.ucp.checkout"
-SESSION, TOOL = "session", "tool"
+SESSION, TOOL, AUTO = "session", "tool", "auto"
 DIALECTS = (SESSION, TOOL)
+CHOICES = (AUTO, *DIALECTS)
+"""What a proxy's ``a2a_dialect`` (and ``strabo demo --a2a-dialect``) takes:
+``auto``, the card's (:func:`dialect_of`), or one forced."""
 SESSION_ACTIONS = ("create_checkout", "get_checkout", "update_checkout", "complete_checkout",
                    "cancel_checkout")
 """strabo's actions, which the bundled merchant's card lists (extension
@@ -51,24 +55,43 @@ Plan = tuple[str, list[dict[str, Any]]] | tuple[int, dict[str, Any]]
 """A request's tool and data parts, or the answer to give without sending."""
 
 
+def forced(dialect: str | None) -> str | None:
+    """The dialect an ``a2a_dialect`` option forces: None for ``auto`` (or None),
+    the card's to say; ValueError for a value not in :data:`CHOICES`."""
+    if dialect is None or dialect == AUTO:
+        return None
+    if dialect not in DIALECTS:
+        raise ValueError(f"the A2A dialect must be one of {', '.join(CHOICES)}, "
+                         f"not {dialect!r}")
+    return dialect
+
+
 def dialect_of(card: Any) -> str:
     """Which dialect the agent of ``card`` speaks: ``session`` (strabo's) when a
     UCP extension's ``params.actions`` or a skill's description names
     ``create_checkout``, or when the card lists no skills; else ``tool``."""
+    return card_dialect(card)[0]
+
+
+def card_dialect(card: Any) -> tuple[str, str]:
+    """:func:`dialect_of` and why, in words (for the warning given when a forced
+    dialect is not the card's)."""
     if not isinstance(card, dict):
-        return SESSION
+        return SESSION, "it is not an agent card"
     capabilities = card.get("capabilities")
     extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
     for extension in extensions if isinstance(extensions, list) else []:
         params = extension.get("params") if isinstance(extension, dict) else None
         actions = params.get("actions") if isinstance(params, dict) else None
         if isinstance(actions, list) and "create_checkout" in actions:
-            return SESSION
+            return SESSION, "an extension's params.actions lists create_checkout"
     skills = card.get("skills")
     if not isinstance(skills, list) or not skills:
-        return SESSION
+        return SESSION, "it lists no skills"
     said = " ".join(str(s.get("description", "")) for s in skills if isinstance(s, dict))
-    return SESSION if "create_checkout" in said else TOOL
+    if "create_checkout" in said:
+        return SESSION, "a skill's description names create_checkout"
+    return TOOL, "its skills and extensions name no create_checkout"
 
 
 def _data(**data: Any) -> dict[str, Any]:
@@ -190,5 +213,5 @@ def holds(checkout: Any, body: Any) -> bool:
                                 for i, q in wanted)
 
 
-__all__ = ["ADDRESS", "DIALECTS", "SAFE", "SESSION", "SESSION_ACTIONS", "TOOL", "answer_of",
-           "details_of", "dialect_of", "holds", "plan"]
+__all__ = ["ADDRESS", "AUTO", "CHOICES", "DIALECTS", "SAFE", "SESSION", "SESSION_ACTIONS", "TOOL",
+           "answer_of", "card_dialect", "details_of", "dialect_of", "forced", "holds", "plan"]

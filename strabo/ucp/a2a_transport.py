@@ -37,17 +37,22 @@ actions (Google's UCP samples' business agent, whose actions are its model's
 tools) is spoken to in the *tool* dialect instead (:mod:`strabo.ucp.a2a_tools`:
 ``add_to_checkout`` per line item, ``update_customer_details``...), chosen from
 the card (:func:`strabo.ucp.a2a_tools.dialect_of`) unless ``dialect=`` forces
-one. Such an agent runs a replayed message again, so in that dialect a request
-that may have arrived is never given back as NoAnswer (which the proxy resends)
-unless its tool is safe to replay (a read, the same details set again): an
-unanswered ``add_to_checkout`` is settled by reading the context's checkout
+one (the proxies' ``a2a_dialect``, ``strabo demo --a2a-dialect``; a forced
+dialect the card reads otherwise is used all the same, with a warning: the card
+is read by a guess, which forcing is there to overrule). Such an agent runs a
+replayed message again, so in that dialect a request that may have arrived is
+never given back as NoAnswer (which the proxy resends) unless its tool is safe
+to replay (a read, the same details set again): an unanswered
+``add_to_checkout`` is settled by reading the context's checkout
 (``get_checkout``), an unanswered ``complete_checkout`` is a 409
 ``outcome_unknown`` (not resent: the order may exist), and so is an answer the
 proxy would resend (``RETRY_STATUS``: 408, 429, 500, 502-504). What was never
 sent (the connection refused) is NoAnswer in both dialects. A card that names
 ``localhost`` at another origin than the loopback one it was read from
 (Google's says ``http://localhost:10999`` whatever port the agent runs on) is
-read as naming the origin it was read from.
+read as naming the origin it was read from, and so is a profile's card URL
+(:func:`a2a_endpoint` with ``read_from``: a profile written for a local run,
+served at another loopback address).
 
 Why not the A2A SDK's client (a2a-sdk 1.3, whose ``a2a.compat.v0_3``
 ``CompatJsonRpcTransport`` does speak 0.3 ``message/send`` and takes headers per
@@ -80,7 +85,7 @@ from urllib.parse import urljoin, urlsplit
 
 from strabo.ucp import a2a_tools, versions
 from strabo.ucp._routed import Routed
-from strabo.ucp.mcp_transport import McpAnswer
+from strabo.ucp.mcp_transport import McpAnswer, rebased
 from syncserver.client import Client, NoAnswer, Unsendable, open_client
 from syncserver.retry import RETRY_STATUS
 
@@ -107,26 +112,22 @@ _RPC_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32601: 501, -32004: 501,
                -32005: 415, -32001: 404, -32002: 409, -32003: 501}
 """JSON-RPC and A2A error codes -> the REST status (others: 500)."""
 _SKIP_HEADERS = {"idempotency-key", "content-type", "content-length"}
-_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def rebased(url: str, read_from: str) -> str:
-    """``url`` (an agent card's endpoint) with the origin of ``read_from`` (where
-    the card was read) when it names ``localhost`` and that is another loopback
-    origin: a card's hard-coded development default (Google's sample agent's
-    ``http://localhost:10999``), true only on its default port. A card naming an
-    address is taken at its word."""
-    named, there = urlsplit(url), urlsplit(read_from)
-    if named.hostname == "localhost" and there.hostname in _LOOPBACK and (
-            named.netloc != there.netloc):
-        return named._replace(scheme=there.scheme, netloc=there.netloc).geturl()
-    return url
-
-
-def a2a_endpoint(profile: Any) -> str | None:
+def a2a_endpoint(profile: Any, read_from: str | None = None) -> str | None:
     """The agent card URL a discovery profile lists for shopping, or None: a
     2026-04-08 entry ``{"transport": "a2a", "endpoint": ...}`` or a 2026-01-11
-    service's ``a2a.endpoint``."""
+    service's ``a2a.endpoint``; with ``read_from`` (where the profile was read),
+    :func:`rebased` onto it, as the card's own URL is onto the card's."""
+    listed = _listed_card(profile)
+    if listed is None or read_from is None:
+        return listed
+    found = rebased(listed, read_from)
+    if found != listed:
+        log.info("the profile read from %s lists the agent card %s: reading it at %s",
+                 read_from, listed, found)
+    return found
+
+
+def _listed_card(profile: Any) -> str | None:
     ucp = profile.get("ucp") if isinstance(profile, dict) else None
     services = ucp.get("services") if isinstance(ucp, dict) else None
     shopping = services.get("dev.ucp.shopping") if isinstance(services, dict) else None
@@ -298,17 +299,17 @@ class A2aCheckout:
     """Checkout over A2A with the agent whose card is at ``card_url``, speaking
     UCP ``version``; other requests through a REST client (:meth:`over`). The card
     is read on the first call (again after a call that found it unusable).
-    :meth:`aclose` closes the connections."""
+    ``dialect`` forces one (``"session"`` or ``"tool"``); None or ``"auto"``:
+    the card's. :meth:`aclose` closes the connections."""
 
     def __init__(self, card_url: str, version: str, timeout: float = 10.0,
                  dialect: str | None = None) -> None:
         if version not in EXTENSIONS:
             raise ValueError(f"version must be one of {', '.join(EXTENSIONS)}, not {version!r}")
-        if dialect is not None and dialect not in a2a_tools.DIALECTS:
-            raise ValueError(f"dialect must be one of {', '.join(a2a_tools.DIALECTS)} (or "
-                             f"None: the card's), not {dialect!r}")
         self.card_url, self.version, self.timeout = card_url, version, timeout
-        self.dialect = dialect  # None until the card is read, unless forced
+        self.forced = a2a_tools.forced(dialect)  # "auto" or None: the card's
+        self.dialect = self.forced  # None until the card is read, unless forced
+        self.card_says: str | None = None  # the card's dialect, once read
         self.endpoint: str | None = None  # the JSON-RPC URL, once the card is read
         self.contexts: OrderedDict[str, str] = OrderedDict()
         self.seen: OrderedDict[str, Any] = OrderedDict()
@@ -459,9 +460,14 @@ class A2aCheckout:
                 answer = answer_of_rpc_error(error)
                 return A2aAnswer(400, answer.json()) if error.get("code") == -32603 else answer
             result = reply["result"] if isinstance(reply["result"], dict) else {}
-            status, body = a2a_tools.answer_of(result)
             context = result.get("contextId")
-            return A2aAnswer(status, body, {}, context if isinstance(context, str) else None)
+            context = context if isinstance(context, str) else None
+            refused = next((p["data"][ERROR] for p in _parts(result) if isinstance(
+                p.get("data"), dict) and ERROR in p["data"]), None)
+            if refused is not None:  # strabo's error part: a session agent, tool forced
+                return answer_of_error(refused, context)
+            status, body = a2a_tools.answer_of(result)
+            return A2aAnswer(status, body, {}, context)
         if "error" in reply:
             return answer_of_rpc_error(reply["error"])
         return answer_of_result(reply["result"])
@@ -491,8 +497,13 @@ class A2aCheckout:
         except (ValueError, RecursionError):  # not JSON, or nested past any card
             card = None
         url = rpc_url(card, self.card_url)
-        if self.dialect is None and url is not None:  # a card that failed says nothing
-            self.dialect = a2a_tools.dialect_of(card)
+        if url is not None:  # a card that failed says nothing
+            self.card_says, why = a2a_tools.card_dialect(card)
+            self.dialect = self.forced or self.card_says
+            if self.dialect != self.card_says:
+                log.warning("the agent card at %s reads as the %s dialect (%s), but the %s "
+                            "dialect is forced (a2a_dialect): speaking %s", self.card_url,
+                            self.card_says, why, self.dialect, self.dialect)
         if url is not None and url != rebased(url, self.card_url):
             log.info("the agent card at %s names %s: posting to %s", self.card_url, url,
                      rebased(url, self.card_url))

@@ -38,16 +38,25 @@ PROTOCOL = bundled_protocol("atomic-ucp")
 def business_proxy(
     executor: Executor, merchant_url: str, name: str = "business",
     *, ucp_version: str | None = None, ap2: Ap2Signer | None = None,
-    transport: str = "rest"
+    transport: str = "rest", a2a_dialect: str = "auto"
 ) -> BusinessProxy:
     """The SimpleUCP Business for the merchant at ``merchant_url``, speaking
-    ``ucp_version`` (None: the newest its profile offers, see BusinessProxy)."""
+    ``ucp_version`` (None: the newest its profile offers, see BusinessProxy).
+
+    ``transport`` is what checkout goes over ("rest", "mcp" or "a2a"); over A2A,
+    ``a2a_dialect`` is the dialect: "auto" (the agent card says), "session"
+    (strabo's messages) or "tool" (Google's sample agent's tools), forced
+    whatever the card says (with a warning when it says otherwise). ValueError
+    for another value, or for a forced dialect with another transport."""
+    if a2a_dialect != "auto" and transport != "a2a":
+        raise ValueError(f"a2a_dialect={a2a_dialect!r} is for transport='a2a', "
+                         f"not {transport!r}")
     protocol = LangshawProtocol.load(PROTOCOL)
     proxy = BusinessProxy(
         name, protocol, "Business", executor,
         base_url=merchant_url, internal=["cid"],
         header_hook=ucp_header_hook, exclude=["Create"], ucp_version=ucp_version,
-        ucp_transport=transport, ap2=ap2,
+        ucp_transport=transport, ap2=ap2, a2a_dialect=a2a_dialect,
         **RETRY)
     proxy.route("Create->>Created", "POST-/checkout-sessions", request=MAPPING, failure="Failed")
     proxy.route("Update->>Updated", "PUT-/checkout-sessions/{id}", request=MAPPING)

@@ -37,6 +37,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from strabo.ucp._routed import TOOLS, Routed, tool_of
 from syncserver.client import Client, NoAnswer
@@ -52,8 +53,31 @@ _NEGOTIATION_STATUS = {"invalid_profile_url": 400, "profile_unreachable": 424,
 """The REST status of each negotiation failure (the merchant's ``_negotiation``)."""
 
 
-def mcp_endpoint(profile: Any) -> str | None:
-    """The MCP endpoint a discovery profile lists for shopping, or None."""
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def rebased(url: str, read_from: str) -> str:
+    """``url`` (an endpoint a profile or an agent card names) with the origin
+    of ``read_from`` (where it was read) when it names ``localhost`` and that is
+    another loopback origin: a hard-coded development default (Google's sample
+    agent's ``http://localhost:10999``), true only on its default port. One
+    naming an address is taken at its word."""
+    named, there = urlsplit(url), urlsplit(read_from)
+    if named.hostname == "localhost" and there.hostname in _LOOPBACK and (
+            named.netloc != there.netloc):
+        return named._replace(scheme=there.scheme, netloc=there.netloc).geturl()
+    return url
+
+
+def mcp_endpoint(profile: Any, read_from: str | None = None) -> str | None:
+    """The MCP endpoint a discovery profile lists for shopping, or None; with
+    ``read_from`` (where the profile was read), :func:`rebased` onto it, as an
+    A2A agent card's URL is (strabo.ucp.a2a_transport.a2a_endpoint)."""
+    found = _listed_endpoint(profile)
+    return found if found is None or read_from is None else rebased(found, read_from)
+
+
+def _listed_endpoint(profile: Any) -> str | None:
     ucp = profile.get("ucp") if isinstance(profile, dict) else None
     services = ucp.get("services") if isinstance(ucp, dict) else None
     entries = services.get("dev.ucp.shopping") if isinstance(services, dict) else None
@@ -256,4 +280,4 @@ class McpCheckout:
 
 
 __all__ = ["TOOLS", "TRANSPORTS", "McpAnswer", "McpCheckout", "arguments_of", "mcp_endpoint",
-           "tool_of"]
+           "rebased", "tool_of"]

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from typing import Any
 
 from strabo.proxy import ProxyAdapter, ProxyError, ProxyHTTPError, ProxyRequest, Route
-from strabo.ucp import versions
+from strabo.ucp import a2a_tools, versions
 from strabo.ucp.a2a_transport import A2aCheckout, a2a_endpoint
 from strabo.ucp.mcp_transport import TRANSPORTS, McpCheckout, mcp_endpoint
 from strabo.ucp.profile import ProfileSite, platform_profile
@@ -57,16 +57,20 @@ class VersionedProxy(ProxyAdapter):
     only the sending), or ``"a2a"``, messages to the A2A agent the merchant's
     profile lists, in the version spoken (:mod:`strabo.ucp.a2a_transport`). A
     merchant that serves neither fails each checkout request with
-    ``transport_unsupported``, by the route's failure policy."""
+    ``transport_unsupported``, by the route's failure policy. Over A2A,
+    ``a2a_dialect`` (:data:`strabo.ucp.a2a_tools.CHOICES`) is the dialect
+    spoken: ``"auto"`` (the default), the agent card's; ``"session"`` or
+    ``"tool"`` forced (set it before the first checkout request)."""
 
     def __init__(self, *args: Any, ucp_version: str | None = None,
                  platform_profile: str | None = None, ucp_transport: str = "rest",
-                 **options: Any) -> None:
+                 a2a_dialect: str = a2a_tools.AUTO, **options: Any) -> None:
         super().__init__(*args, **options)
         if ucp_transport not in TRANSPORTS:
             raise ValueError(f"ucp_transport must be one of {', '.join(TRANSPORTS)}, "
                              f"not {ucp_transport!r}")
         self.ucp_transport = ucp_transport
+        self.a2a_dialect = a2a_dialect
         self._mcp: McpCheckout | A2aCheckout | None = None  # checkout's sender
         self.platform_profile = platform_profile
         self.declared: dict[str, dict[str, Any]] = {}
@@ -84,6 +88,16 @@ class VersionedProxy(ProxyAdapter):
         self._hook_for_old = self.header_hook
         if ucp_version is not None:
             self._speak(ucp_version)
+
+    @property
+    def a2a_dialect(self) -> str:
+        """The A2A dialect: ``"auto"`` (the card's), ``"session"`` or ``"tool"``."""
+        return self._a2a_dialect
+
+    @a2a_dialect.setter
+    def a2a_dialect(self, dialect: str) -> None:
+        a2a_tools.forced(dialect)  # ValueError for one not in CHOICES
+        self._a2a_dialect = dialect
 
     @property
     def profile_url(self) -> str | None:
@@ -168,16 +182,18 @@ class VersionedProxy(ProxyAdapter):
             profile = await super()._send(
                 self.routes["Discover"], "/.well-known/ucp", None, "discovery")
         if self.ucp_transport == "a2a":
-            card = a2a_endpoint(profile)
+            card = a2a_endpoint(profile, read_from=self.base_url)
             if card is None:
                 raise ProxyError(
                     f"the merchant at {self.base_url} serves no UCP checkout over A2A (its "
                     "profile lists no A2A agent card): use the REST transport",
                     code="transport_unsupported")
-            self._mcp = A2aCheckout(card, self.ucp_version or versions.OLD, self.timeout)
+            self._mcp = A2aCheckout(card, self.ucp_version or versions.OLD, self.timeout,
+                                    dialect=self.a2a_dialect)
             log.info("%s: checkout over A2A, agent card %s", self.name, card)
             return
-        endpoint = mcp_endpoint(profile) if self.ucp_version == versions.NEW else None
+        endpoint = (mcp_endpoint(profile, read_from=self.base_url)
+                    if self.ucp_version == versions.NEW else None)
         if endpoint is None:
             raise ProxyError(
                 f"the merchant at {self.base_url} serves no UCP checkout over MCP at "
