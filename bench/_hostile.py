@@ -18,7 +18,7 @@ import random
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,14 +267,23 @@ async def kill_cycles(
     seed: int = 1,
     options: tuple[str, ...] = ("--policy", "batched", "--batch-window-ms", "5"),
     progress: Any = None,
+    batches: tuple[int, int] = (20, 300),
+    recovered: Callable[[str], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """Run load, ``kill -9`` the server at a random moment, restart it on the same
-    database, check the log; ``cycles`` times."""
+    database, check the log; ``cycles`` times.
+
+    Each kill strikes once the stream has received between ``batches[0]`` and
+    ``batches[1]`` more batches (drawn at random); ``report["kills"]`` says, for
+    each, how many batches it came after and how many attempts the agents had
+    in flight at that moment (sent, not answered). ``recovered`` is awaited with
+    the URL of the server restarted after the last kill, once its log is checked."""
     rng = random.Random(seed)
     config = config_file(directory, agents)
     db = directory / "soak.db"
     tally = Tally()
     report: dict[str, Any] = {}
+    kills: list[dict[str, int]] = []
     for cycle in range(cycles):
         async with server_process(config, db, *options) as (proc, url):
             before = len(events := await read_log(url))
@@ -285,11 +294,17 @@ async def kill_cycles(
             stop, tasks = await load(
                 url, tally, agents=agents, readers=readers, run=f"r{cycle}", after=before
             )
-            target = tally.stream_batches + rng.randint(20, 300)
+            start = tally.stream_batches
+            unanswered = tally.attempts - len(tally.acked)  # by earlier kills, for good
+            target = start + rng.randint(*batches)
             while tally.stream_batches < target and not any(t.done() for t in tasks):
                 tally.progressed.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(tally.progressed.wait(), 1)
+            kills.append({
+                "batches": tally.stream_batches - start,
+                "in_flight": tally.attempts - len(tally.acked) - unanswered,
+            })
             proc.send_signal(signal.SIGKILL)
             await proc.wait()
             stop.set()
@@ -301,9 +316,12 @@ async def kill_cycles(
             progress(cycle + 1, cycles, len(tally.acked))
     async with server_process(config, db, *options) as (_, url):
         final = check_log(await read_log(url), tally)
+        if recovered is not None:
+            await recovered(url)
     report.update(final)
     report.update(
         cycles=cycles,
+        kills=kills,
         acknowledged=len(tally.acked),
         attempts=tally.attempts,
         stream_gaps=len(tally.stream_gaps),

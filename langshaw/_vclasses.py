@@ -232,9 +232,13 @@ class Classes:
         if peers:
             # Values come from each performer's knowledge: a binding above the
             # scope of an action that inherits (its role may not bind) changes
-            # what it carries, or how the union judges it.
+            # what it carries, or how the union judges it. Only an action whose
+            # role may bind the attribute binds it: one that merely carries it
+            # (its role may not bind it either) carries what its performer was
+            # told, a value already in the log, and changes nothing of either.
             for x in self.data[a] & self.data[b]:
-                if s != t and above(s, t) and actor[b] not in self.sayso.get(x, ()):
+                sayso = self.sayso.get(x, ())
+                if s != t and above(s, t) and actor[b] not in sayso and actor[a] in sayso:
                     return True
         return False
 

@@ -8,13 +8,20 @@ for shipping, reads the destinations FulfillmentSet offers and picks the first,
 then reads the options and picks the cheapest (:mod:`strabo.ucp.shipping`).
 
 An acknowledgment whose ``messages`` hold an error (the change was not
-applied), or a StatusChange ``requires_escalation`` (the merchant could not
-complete and the session is still open: no order), ends the checkout with a
-Cancel in a new version: the Business then says Cancelled. Any other
-StatusChange after Complete (``completed``: the merchant placed the order but
-its answer does not fit; ``complete_in_progress``: the outcome is unknown;
-``canceled``) is never cancelled: the Platform stops, logs why, and sets
-``done``; the order, if any, is the buyer's to follow with the merchant.
+applied) ends the checkout with a Cancel: the Business then says Cancelled.
+Complete and Cancel happen once per checkout and exclude each other (``nono
+Complete Cancel``): once the Platform asked to complete, it may not cancel. A
+Complete the merchant cannot say as Completed is a StatusChange, which ends
+the checkout: ``requires_escalation`` (no order; the session is still open,
+for the buyer to go on with the merchant), ``completed`` (the merchant placed
+the order but its answer does not fit), ``complete_in_progress`` (the outcome
+is unknown) or ``canceled``. The Platform logs why and stops; the order, if
+any, is the buyer's to follow with the merchant.
+
+What it remembers per checkout (the payment the merchant offers, the shipping
+preferences sent) is forgotten when the checkout's enactment completes, so a
+long-running Platform does not grow with the checkouts it has finished
+(:func:`remembered`).
 
 Given a ``buyer`` (:mod:`strabo.ucp.buying`), it also sets it (SetBuyer) after
 the discounts, before shipping.
@@ -24,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 from langshaw import LangshawProtocol
@@ -36,9 +45,37 @@ from syncserver.bundled import path as bundled_protocol
 log = logging.getLogger("strabo.ucp")
 PROTOCOL = bundled_protocol("incremental-ucp")
 CANCELLABLE = frozenset({"requires_escalation", "incomplete", "ready_for_complete"})
-"""StatusChange statuses that say no order was placed: the Platform may cancel."""
+"""StatusChange statuses that say no order was placed (the session is still open).
+The Platform does not cancel (it may not after Complete): the buyer may go on
+with the merchant."""
 SHIPPING_STEPS = 3
 """At most this many SetFulfillment per checkout: a method, a destination, options."""
+
+
+@dataclass
+class Remembered:
+    """What a Platform keeps per open checkout (by ``eid``), until it ends."""
+
+    offered: dict[str, Any] = field(default_factory=dict)
+    """The payment the merchant's checkout offers (Created's ``payment_config``)."""
+    sent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """The shipping preferences sent so far."""
+
+    def forget(self, eid: str) -> None:
+        self.offered.pop(eid, None)
+        self.sent.pop(eid, None)
+
+    def __len__(self) -> int:
+        return len(self.offered.keys() | self.sent.keys())
+
+
+_REMEMBERED: weakref.WeakKeyDictionary[PeachAdapter, Remembered] = weakref.WeakKeyDictionary()
+
+
+def remembered(adapter: PeachAdapter) -> Remembered:
+    """What the Platform ``adapter`` (made by :func:`incremental_platform`)
+    remembers of its open checkouts: to inspect that it stays bounded."""
+    return _REMEMBERED[adapter]
 
 
 def failed(action: ActionInstance) -> bool:
@@ -60,13 +97,17 @@ def incremental_platform(
     protocol = LangshawProtocol.load(PROTOCOL)
     adapter = PeachAdapter(name, protocol, "Platform", executor)
     done = asyncio.Event()
+    memory = _REMEMBERED[adapter] = Remembered()
+    offered, sent = memory.offered, memory.sent
 
     async def then(action: str, eid: str, **bindings: object) -> None:
-        # Only the root key: a new version (fresh v) is opened for the change.
+        # Only the root key: a change opens a new version (fresh v); Complete and
+        # Cancel live in the checkout's root scope.
         await adapter.attempt([adapter.build_action(action, {"eid": eid, **bindings})])
 
     @adapter.on_completion
     async def on_done(keys: dict[str, Any], mas_id: str) -> None:
+        memory.forget(str(keys["eid"]))  # Completed, Cancelled or StatusChange: it ended
         done.set()
 
     @adapter.on_enabled("Create")
@@ -75,14 +116,10 @@ def incremental_platform(
             line_items=line_items or SAMPLE_LINE_ITEMS, currency="USD",
             buyer=buyer or SAMPLE_BUYER, payment={})])
 
-    offered: dict[str, Any] = {}  # eid -> the payment the merchant's checkout offers
-
     @adapter.observation("Created")
     async def on_created(action: ActionInstance, performer: str) -> None:
         offered[str(action["eid"])] = action.get("payment_config")
         await then("ApplyDiscounts", action["eid"], discount_codes={"codes": ["10OFF"]})
-
-    sent: dict[str, list[dict[str, Any]]] = {}  # eid -> shipping preferences sent
 
     async def choose(eid: str, preference: dict[str, Any]) -> None:
         chosen = sent.setdefault(eid, [])
@@ -96,13 +133,15 @@ def incremental_platform(
 
     @adapter.observation("DiscountsApplied", "BuyerSet", "FulfillmentSet", "StatusChange")
     async def on_answer(action: ActionInstance, performer: str) -> None:
-        if action.name == "StatusChange" and action["status"] not in CANCELLABLE:
-            # The order may exist (or does): cancelling it would be wrong.
+        if action.name == "StatusChange":
+            # The checkout ends here; after Complete the Platform may not cancel.
+            said = ("no order was placed and the session is still open" if
+                    action["status"] in CANCELLABLE else "the order may exist (or does)")
             log.warning("%s: checkout %s is %s after Complete, and the merchant's answer "
-                        "cannot be said as Completed: not cancelling; the buyer must follow "
-                        "it with the merchant", name, action["eid"], action["status"])
+                        "cannot be said as Completed (%s): the buyer must follow it with the "
+                        "merchant", name, action["eid"], action["status"], said)
             done.set()
-        elif failed(action) or action.name == "StatusChange":
+        elif failed(action):
             await then("Cancel", action["eid"])
         elif action.name == "DiscountsApplied" and buyer is not None:
             await then("SetBuyer", action["eid"], buyer=buyer)

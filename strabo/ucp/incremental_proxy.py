@@ -10,13 +10,15 @@ acknowledged, with the error in ``messages`` (UCP's place for it) and the
 session as it stands. A Complete that fails, or whose answer does not fit
 Completed, is a ``StatusChange`` whose status says whether an order may exist
 (:func:`status_after`): ``requires_escalation`` when the session is still open
-(no order: the Platform may cancel), else the session's status (``completed``:
-the merchant placed an order its answer does not describe; ``canceled``), or
-``complete_in_progress`` when the outcome is unknown (no answer, the session
-unreadable). StatusChange lives in the checkout's root scope, where Created
+(no order: the buyer may go on with the merchant), else the session's status
+(``completed``: the merchant placed an order its answer does not describe;
+``canceled``), or ``complete_in_progress`` when the outcome is unknown (no
+answer, the session unreadable). StatusChange lives in the checkout's root scope, where Created
 already bound ``messages``, so it cannot say why (the proxy's log line does),
-and it happens once per checkout. The rest (a failed Create or Cancel, a second
-failed Complete) goes to ``on_error`` and is recorded as an escalation.
+and it happens once per checkout and ends it: after Complete the Platform may
+not Cancel (``nono Complete Cancel``). Completed and Cancelled live there too,
+and carry no ``messages`` for the same reason. The rest (a failed Create or
+Cancel) goes to ``on_error`` and is recorded as an escalation.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ reachability gives shortest lengths.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from dataclasses import dataclass
 from itertools import product
@@ -58,22 +59,18 @@ ABSENT: Any = _Absent()
 _MISSING = object()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Instance:
     """One performed action: its scope and the values of its data attributes
-    (keys are the scope; dependencies are always true)."""
+    (keys are the scope; dependencies are always true).
+
+    Interned: :meth:`_Model.candidates` makes one object per (action, scope,
+    values), so identity is equality, and an instance is compared and hashed by
+    identity (in C: it is hashed millions of times in an exploration)."""
 
     action: str
     scope: Scope
     values: tuple[tuple[str, Any], ...]
-
-    def __hash__(self) -> int:
-        # Hashed at every step of an exploration: computed once.
-        cached: int | None = self.__dict__.get("_hash")
-        if cached is None:
-            cached = hash((self.action, self.scope, self.values))
-            object.__setattr__(self, "_hash", cached)
-        return cached
 
 
 @dataclass
@@ -169,7 +166,7 @@ class _Model:
         self.by_id = [self.empty]
         self.views: dict[Any, View] = {(frozenset(), frozenset()): self.empty}
         self.scope_cache: dict[tuple[str, bool], list[Scope]] = {}
-        self.instances: dict[Instance, Instance] = {}
+        self.instances: dict[tuple[str, Scope, tuple[tuple[str, Any], ...]], Instance] = {}
 
     # Views -----------------------------------------------------------------------
 
@@ -238,12 +235,14 @@ class _Model:
                 choices.append(inherited[:1])
         names = self.data[action]
         # Interned: equal instances are one object, compared by identity.
-        intern = self.instances.setdefault
-        return [
-            intern(inst, inst)
-            for combo in product(*choices)
-            for inst in [Instance(action, scope, tuple(zip(names, combo, strict=True)))]
-        ]
+        found = []
+        for combo in product(*choices):
+            values = tuple(zip(names, combo, strict=True))
+            inst = self.instances.get((action, scope, values))
+            if inst is None:
+                inst = self.instances[action, scope, values] = Instance(action, scope, values)
+            found.append(inst)
+        return found
 
     def inherited(self, view: View, attr: str, scope: Scope) -> list[Any]:
         """The values of ``attr`` in the nearest ancestors of ``scope`` binding it."""
@@ -344,9 +343,26 @@ def explore(
     max_states: int = 200_000,
     collisions: bool = True,
 ) -> NaiveResult | None:
-    """Explore every interleaving of one root enactment; None beyond ``max_states``."""
+    """Explore every interleaving of one root enactment; None beyond ``max_states``.
+
+    The cyclic garbage collector is paused meanwhile: the exploration makes
+    hundreds of thousands of tuples and views that live until it returns (and
+    no cycles), which the collector would otherwise walk again and again, for
+    half the time of an exploration."""
     if semantics not in ("shared", "decentralized"):
         raise ValueError(f"unknown semantics {semantics!r}")
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _explore(protocol, semantics, sub_keys, max_states, collisions)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _explore(
+    protocol: LangshawProtocol, semantics: str, sub_keys: int, max_states: int, collisions: bool
+) -> NaiveResult | None:
     m = _Model(protocol, semantics, sub_keys, collisions)
     roles = protocol.roles
     shared = semantics == "shared"
@@ -366,6 +382,25 @@ def explore(
         known = 0 if shared else sum(len(by_id(v).instances) for v in own)
         return performed, known - (0 if shared else performed)
 
+    # What one role may do from its view and the union: (its view after, the
+    # union after, the rules broken), one list for every state holding the pair.
+    steps: dict[tuple[int, int, int], list[tuple[int, int, list[Kind]]]] = {}
+
+    def role_steps(role: str, mine: View, union: View) -> list[tuple[int, int, list[Kind]]]:
+        found: list[tuple[int, int, list[Kind]]] = []
+        for inst in m.moves(mine, role):
+            if not m.allowed(mine, union, inst):
+                continue
+            after = m.add(union, inst).id
+            if shared:
+                found.append((mine.id, after, []))
+            else:
+                found.append((m.add(mine, inst).id, after, m.violations(union, inst)))
+        if not shared:
+            for inst in union.instances - mine.instances:
+                found.append((m.add(mine, inst).id, union.id, []))
+        return found
+
     queue = deque([0])
     while queue:
         n = queue.popleft()
@@ -373,41 +408,32 @@ def explore(
         if violated:
             successors.append([])  # a conflict ends the enactment
             continue
-        union = by_id(union_id)
-        targets: list[tuple[Any, ...]] = []
+        out: list[int] = []
         for r, role in enumerate(roles):
-            mine = union if shared else by_id(own_ids[r])
-            for inst in m.moves(mine, role):
-                if not m.allowed(mine, union, inst):
-                    continue
-                after = m.add(union, inst)
+            key = (r, own_ids[r], union_id)
+            found = steps.get(key)
+            if found is None:
+                union = by_id(union_id)
+                found = steps[key] = role_steps(
+                    role, union if shared else by_id(own_ids[r]), union
+                )
+            for own_id, after_id, broken in found:
                 if shared:
-                    targets.append((own_ids, after.id, False))
-                    continue
-                broken = m.violations(union, inst)
-                own = list(own_ids)
-                own[r] = m.add(mine, inst).id
-                target = (tuple(own), after.id, violated or bool(broken))
-                targets.append(target)
-                if broken and not violated:
-                    length = cost(target)
-                    for kind in broken:
-                        kinds[kind] = min(kinds.get(kind, length), length)
-            if not shared:
-                for inst in union.instances - mine.instances:
-                    own = list(own_ids)
-                    own[r] = m.add(mine, inst).id
-                    targets.append((tuple(own), union_id, violated))
-        out = []
-        for target in targets:
-            t = index.get(target)
-            if t is None:
-                t = index[target] = len(states)
-                states.append(target)
-                queue.append(t)
-                if len(states) > max_states:
-                    return None
-            out.append(t)
+                    target: tuple[Any, ...] = (own_ids, after_id, False)
+                else:
+                    target = ((*own_ids[:r], own_id, *own_ids[r + 1 :]), after_id, bool(broken))
+                    if broken:
+                        length = cost(target)
+                        for kind in broken:
+                            kinds[kind] = min(kinds.get(kind, length), length)
+                t = index.get(target)
+                if t is None:
+                    t = index[target] = len(states)
+                    states.append(target)
+                    queue.append(t)
+                    if len(states) > max_states:
+                        return None
+                out.append(t)
         successors.append(out)
 
     # Liveness: which states can still reach a complete one (backwards).

@@ -167,11 +167,26 @@ def test_unknown_action_lookup_names_the_known_ones() -> None:
 
 # What the shipped files add to the paper's listings besides types: UCP's rule
 # that a checkout is completed or cancelled, never both (and so in SimpleUCP a
-# Cancel ends the checkout, or a cancelled one could never complete).
+# Cancel ends the checkout, or a cancelled one could never complete). In
+# IncrementalUCP that takes Complete, Completed, Cancel and Cancelled out of the
+# versions (no v; and no messages, which Created binds in the root scope), the
+# nono replaces the nogo, and a StatusChange (a Complete the merchant cannot say
+# as Completed) ends the checkout, since the Platform may not cancel it then.
 DOMAIN_RULES: dict[str, dict[str, Any]] = {
     "atomic-ucp.lsh": {
         "completion": (("Completed", "Failed", "Cancel"),),
         "nono": (("Complete", "Cancel"),),
+    },
+    "incremental-ucp.lsh": {
+        "completion": (("Completed", "Cancelled", "StatusChange"),),
+        "nono": (("Complete", "Cancel"),),
+        "nogo": (),
+        "attributes": {
+            "Complete": ("eid", "Create", "id", "payment_data", "risk_signals"),
+            "Completed": ("eid", "Complete", "order"),
+            "Cancel": ("eid", "Created", "id"),
+            "Cancelled": ("eid", "Cancel"),
+        },
     },
 }
 
@@ -193,9 +208,10 @@ def test_paper_listings_parse_as_printed(name: str) -> None:
     assert typed.completion == added.get("completion", printed.completion)
     assert typed.sayso == printed.sayso
     assert typed.nono == printed.nono + added.get("nono", ())
-    assert typed.nogo == printed.nogo
+    assert typed.nogo == added.get("nogo", printed.nogo)
+    changed = added.get("attributes", {})
     assert [(a.name, a.actor, a.attributes) for a in typed.actions.values()] == [
-        (a.name, a.actor, a.attributes) for a in printed.actions.values()
+        (a.name, a.actor, changed.get(a.name, a.attributes)) for a in printed.actions.values()
     ]
 
 
@@ -227,7 +243,9 @@ def test_incremental_ucp_model(incremental_ucp: LangshawProtocol) -> None:
     assert incremental_ucp.root_keys == ("eid",)
     assert incremental_ucp.action("Update").keys == ("eid", "v")
     assert incremental_ucp.action("Shipped").keys == ("eid",)
-    assert incremental_ucp.nogo == (("Cancel", "Complete"),)
+    assert incremental_ucp.action("Complete").keys == ("eid",)  # once per checkout
+    assert incremental_ucp.nono == (("Completed", "Cancelled"), ("Complete", "Cancel"))
+    assert incremental_ucp.nogo == ()
 
 
 @pytest.mark.parametrize(

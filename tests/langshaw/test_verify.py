@@ -33,7 +33,7 @@ SHIPPED = {
     "resilient-ucp.lsh": ("ok", "ok"),  # every ending by the Business, one per checkout
     "purchase.lsh": ("ok", "unsafe"),  # Cancel and Ship race; delivery_date bound twice
     "logistics.lsh": ("ok", "ok"),
-    "contract-net.lsh": ("ok", "unsafe"),  # nogo Cancel -/> Confirmed
+    "contract-net.lsh": ("ok", "ok"),  # Award and Cancel: the Customer's, nono
     "flexible-purchase.lsh": ("ok", "ok"),
     "ucp-order.lsh": ("ok", "ok"),  # every action by the Business
 }
@@ -632,7 +632,7 @@ def no_time(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [PROTOCOLS / "purchase.lsh", PROTOCOLS / "contract-net.lsh"]
+    [PROTOCOLS / "purchase.lsh"]
     + [FAULTY / n for n in ("rebind.lsh", "unsafe-nogo.lsh", "unsafe-nono.lsh")],
     ids=lambda p: p.name,
 )

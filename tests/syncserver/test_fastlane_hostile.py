@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,8 +42,12 @@ class Seen:
 
 
 @contextlib.asynccontextmanager
-async def served(lane: bool, limits: Limits = LIMITS) -> AsyncIterator[tuple[str, Seen]]:
-    """A server with the lane on or off, as ``strabo syncserver`` serves it."""
+async def served(
+    lane: bool, limits: Limits = LIMITS, sndbuf: int | None = None
+) -> AsyncIterator[tuple[str, Seen]]:
+    """A server with the lane on or off, as ``strabo syncserver`` serves it;
+    ``sndbuf``: the send buffer of its connections' sockets (fixed, so the
+    kernel does not grow it to megabytes for a client that does not read)."""
     server = SyncServer.embedded(
         [SIMPLE, PURCHASE], AGENTS, tokens={a: f"{a}-token" for a in AGENTS}, policy="instant"
     )
@@ -50,6 +55,9 @@ async def served(lane: bool, limits: Limits = LIMITS) -> AsyncIterator[tuple[str
 
     class Recorded(GuardedProtocol):
         def connection_made(self, transport: Any) -> None:
+            if sndbuf is not None:
+                sock = transport.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
             super().connection_made(transport)
             seen.protocols.append(self)
 
@@ -212,7 +220,7 @@ async def test_a_client_that_pipelines_and_never_reads_holds_little_memory(lane:
     write no more, it reads no more, and holds little of what was sent. The
     lane resumed reading after each answer, taking in a whole read (256 KiB)
     for each ~150-byte answer: all of it, in the end."""
-    async with served(lane) as (url, seen):
+    async with served(lane, sndbuf=4096) as (url, seen):
         _, writer = await raw(url, rcvbuf=4096)
         request = post(create("c1"))  # the first is committed, the others are duplicates
         writer.write(request * (8 * 2**20 // len(request)))
