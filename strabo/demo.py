@@ -419,13 +419,16 @@ def _failure(proxy: Any, route: Any, error: Any) -> str:
 
 
 def _unsaid(history: list[Any], proxy: Any) -> list[str]:
-    """IncrementalUCP: a Complete answered by a StatusChange the Platform must not
-    cancel (an order placed, or an outcome unknown), as a line for the summary."""
+    """IncrementalUCP: a Complete answered by a StatusChange, which ends the
+    checkout (the Platform may not cancel after Complete), as a line for the summary."""
     from strabo.ucp.incremental_platform import CANCELLABLE
 
     lines = []
     for change in (i for i in history if i.name == "StatusChange"):
         if change["status"] in CANCELLABLE:
+            lines.append(f"Complete: the merchant did not complete the checkout (status "
+                         f"{change['status']}: no order); its session stays open (see the "
+                         "log above)")
             continue
         checkout = next((i["id"] for i in history if i.name == "Created"), None)
         order = getattr(proxy, "placed", {}).get(checkout)

@@ -205,3 +205,24 @@ async def test_a_malformed_fulfillment_pref_never_reaches_the_business(
         [checkout] = merchant_of(merchant).checkouts()  # only the well-formed Create's
         assert checkout.status != "canceled"
 
+
+
+def test_the_demo_says_why_an_incremental_checkout_ended_at_a_status_change() -> None:
+    """StatusChange ends an IncrementalUCP checkout: the demo's summary says what
+    the status means, whether or not an order may exist."""
+    from types import SimpleNamespace
+
+    from strabo.demo import _unsaid
+
+    class Said(dict[str, Any]):
+        def __init__(self, name: str, **values: Any) -> None:
+            super().__init__(values)
+            self.name = name
+
+    created = Said("Created", id="co1")
+    open_session = [created, Said("StatusChange", status="requires_escalation")]
+    [line] = _unsaid(open_session, SimpleNamespace(placed={}))
+    assert "status requires_escalation: no order" in line and "stays open" in line
+    placed = [created, Said("StatusChange", status="completed")]
+    [line] = _unsaid(placed, SimpleNamespace(placed={"co1": "ORD-1"}))
+    assert "placed order ORD-1" in line and "not cancelled" in line
