@@ -71,7 +71,8 @@ class LLMAgent(_Offering, _Acting):
     ``mandate`` (a :class:`~peach.Mandate`, its table, or a file) is what the
     principal allows beyond the protocols (how often, how much, how many
     enactments), enforced by every adapter; ``approve(agent, instances)`` is
-    asked before an action the mandate reserves for a human.
+    asked before an action the mandate reserves for a human, and given
+    ``approve_timeout`` seconds to answer (the adapters' own, 300 s, if None).
     """
 
     def __init__(
@@ -89,6 +90,7 @@ class LLMAgent(_Offering, _Acting):
         secrets: Iterable[str] = (),
         mandate: Mandate | Mapping[str, Any] | str | Path | None = None,
         approve: Approver | None = None,
+        approve_timeout: float | None = None,
         provider: str | None = None,
         base_url: str | None = None,
         api_retries: int = 2,
@@ -161,6 +163,8 @@ class LLMAgent(_Offering, _Acting):
                 adapter.mandate = self.mandate
             if approve is not None:
                 adapter.approve = approve
+            if approve_timeout is not None:
+                adapter.approve_timeout = approve_timeout
         self.budget = budget or Budget()
         self.confirm_done = confirm_done
         self.max_retries = max_retries

@@ -103,6 +103,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "without one, refuse)",
     )
     roles.add_argument(
+        "--approve-timeout", type=positive, default=None, metavar="S",
+        help="how long an approval at the terminal may wait for its answer before the "
+        "action is refused (default: 300)",
+    )
+    roles.add_argument(
         "--secret", action="append", metavar="ATTRIBUTE", default=[],
         help="an attribute whose values are never shown to the model or logged; repeatable",
     )
@@ -253,6 +258,7 @@ async def run_agent(
                 base_url=args.base_url, transcript=args.transcript, secrets=args.secret,
                 name=name, success=args.success or None, mandate=mandate,
                 approve=_approver(args.yes, name, set(args.secret)),
+                approve_timeout=args.approve_timeout,
             )
         except ValueError as exc:
             raise UsageError(str(exc)) from None

@@ -90,3 +90,22 @@ async def test_an_approver_that_answers_in_time_is_obeyed() -> None:
             await attempt_when_asked(platform, True)
             assert mine(platform, "Create") == 1
             assert platform._guard is not None and platform._guard._flying == []
+
+
+def test_an_llm_agent_gives_its_adapters_the_approval_wait() -> None:
+    """``LLMAgent(approve_timeout=)`` (``strabo agent --approve-timeout``) sets
+    each adapter's wait; without it the adapters keep theirs."""
+    from langshaw import LangshawProtocol
+    from peach import LocalExecutor, PeachAdapter
+    from peach.llm import LLMAgent
+    from syncserver import SyncServer
+    from tests.conftest import PROTOCOLS
+
+    purchase = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
+    server = SyncServer.embedded([purchase], {"me": ["Buyer"]})
+    adapter = PeachAdapter("me", purchase, "Buyer", LocalExecutor(server))
+    LLMAgent([adapter], "goal", client=object(), approve_timeout=2.5)
+    assert adapter.approve_timeout == 2.5
+    other = PeachAdapter("me", purchase, "Buyer", LocalExecutor(server), approve_timeout=9)
+    LLMAgent([other], "goal", client=object())
+    assert other.approve_timeout == 9

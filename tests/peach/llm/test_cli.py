@@ -81,6 +81,8 @@ def test_help_explains_the_command():
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--max-calls", "0"], "argument --max-calls: 0: must be a positive whole number"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
+          "--approve-timeout", "0"], "argument --approve-timeout: 0"),
+        (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--provider", "openai"], "--provider openai needs --model"),
         (["--protocol", PURCHASE, "--role", "Buyer", "--goal", "x", "--embedded",
           "--provider", "openai", "--model", "m"], "no OpenAI API key: set OPENAI_API_KEY, "
