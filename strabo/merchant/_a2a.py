@@ -62,7 +62,7 @@ from starlette.types import ASGIApp
 
 from . import _a2a_wire as wire
 from ._discovery import A2A_CARD_PATH, A2A_PATH
-from ._idempotency import KEPT, Kept, fingerprint
+from ._idempotency import KEPT, KEPT_BYTES, Kept, fingerprint, json_size
 from ._inprocess import call
 from ._versions import SUPPORTED
 
@@ -98,7 +98,8 @@ class CheckoutA2a:
         self._app: ASGIApp | None = None
         # messageId -> digest, data; (UCP-Agent, contextId) -> checkout: the KEPT
         # latest of each, so that made-up ids cannot fill the memory.
-        self._replies: Kept[str, tuple[str, dict[str, Any]]] = Kept(KEPT)
+        self._replies: Kept[str, tuple[str, dict[str, Any]]] = Kept(
+            KEPT, KEPT_BYTES, lambda reply: json_size(reply[1]))
         self._busy: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # messageId -> lock, users
         self._contexts: Kept[tuple[str, str], str] = Kept(KEPT)
         self._handler = DefaultRequestHandler(
