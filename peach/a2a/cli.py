@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from peach._cli_options import add_social_state, one_role, state_of
-from syncserver.options import port
+from syncserver.options import count, port
 
 DESCRIPTION = """\
 Serve one agent's role in a Langshaw protocol as an A2A (Agent2Agent) agent,
@@ -66,6 +66,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="the loopback address to listen on (default 127.0.0.1)")
     a2a.add_argument("--port", type=port, default=0,
                      help="the port (default: a free one, printed)")
+    a2a.add_argument("--kept", type=count, default=None, metavar="N",
+                     help="the most tasks kept (default 10000): older ones are forgotten, "
+                     "and a message naming one is answered 'task not found'")
     a2a.add_argument("-v", "--verbose", action="store_true", help="log each action")
 
 
@@ -107,7 +110,7 @@ async def run_a2a(
     async with contextlib.AsyncExitStack() as stack:
         url, executor = await state_of(stack, args, name, pairs, "a2a", out)
         adapter = PeachAdapter(name, protocol, role_name, executor)
-        agent = RoleAgent(adapter)
+        agent = RoleAgent(adapter) if args.kept is None else RoleAgent(adapter, kept=args.kept)
         try:
             await stack.enter_async_context(agent)
         except ExecutorError as exc:

@@ -97,9 +97,11 @@ def data(message: Message) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def served_buyer(streaming: bool = False) -> AsyncIterator[tuple[Any, dict[str, str]]]:
+async def served_buyer(
+    streaming: bool = False, *options: str
+) -> AsyncIterator[tuple[Any, dict[str, str]]]:
     async with strabo_a2a("--protocol", PURCHASE, "--role", "Buyer", "--embedded",
-                          "--mas", "shop") as urls, contextlib.AsyncExitStack() as stack:
+                          "--mas", "shop", *options) as urls, contextlib.AsyncExitStack() as stack:
         for agent in counterparts(urls["syncserver"], "shop"):
             await stack.enter_async_context(agent)
         http = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
@@ -181,3 +183,22 @@ async def test_message_stream_reports_each_state():
         assert states[-1] == TaskState.TASK_STATE_INPUT_REQUIRED
         assert TaskState.TASK_STATE_WORKING in states
         assert "Quote" in actions  # the Seller's quote, as it came
+
+
+async def test_kept_bounds_the_tasks_the_command_keeps():
+    """``strabo a2a --kept 1``: a second task makes the agent forget the first."""
+    from a2a.types import TaskNotFoundError
+
+    async with asyncio.timeout(60), served_buyer(False, "--kept", "1") as (client, _):
+        first = await send(client, ask("RFQ", {"item": "ball", "budget": 10}))
+        await send(client, ask("RFQ", {"item": "bat", "budget": 10}))
+        with pytest.raises(TaskNotFoundError):
+            await client.get_task(GetTaskRequest(id=first.id))
+
+
+def test_kept_must_be_a_positive_whole_number(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["a2a", "--protocol", "purchase", "--role", "Buyer",
+                                   "--embedded", "--kept", "0"])
+    assert exit.value.code == 2
+    assert "--kept: 0: must be a positive whole number" in capsys.readouterr().err
