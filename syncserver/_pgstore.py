@@ -106,7 +106,8 @@ _COLUMNS = "seq, idx, action, performer, bindings, attempt_id"
 # ended (committed: visible to the next holder's reads).
 _TURN_LOCK = 0x5354_5254
 # Take the ledger, read what the caller missed (one range scan), and unless a
-# row of it touches one of p_roots (a clash), write p_count batches after the
+# row of it touches one of p_roots or holds one of the attempt ids written (by
+# the same performer: a clash), write p_count batches after the
 # last one (p_rel: 1 for the first), move the counter and notify. Returns the
 # missed rows, then the last seq before the write (r_idx -1; -2: a clash). In
 # PL/pgSQL each statement takes a new snapshot: the reads after the lock see
@@ -138,7 +139,9 @@ BEGIN
             AND i.seq <= v_last
         ORDER BY i.seq, i.idx
     LOOP
-        v_clash := v_clash OR r_root = ANY (p_roots);
+        v_clash := v_clash OR r_root = ANY (p_roots) OR (r_attempt IS NOT NULL AND EXISTS (
+            SELECT 1 FROM unnest(p_performer, p_attempt) AS u(pf, at)
+            WHERE u.at = r_attempt AND u.pf = r_performer));
         RETURN NEXT;
     END LOOP;
     IF p_count > 0 AND NOT v_clash THEN
@@ -513,6 +516,9 @@ class MissedRows(Turn):
         super().__init__(last_seq, [])
         self._rows: Sequence[Any] | None = rows
         self.missed_roots = frozenset(row[6] for row in rows)
+        # (performer, attempt id) of the missed batches: a turn whose attempts
+        # carry one of them follows them before checking (the id is taken).
+        self.missed_ids = frozenset((row[3], row[5]) for row in rows if row[5] is not None)
         self.clash = False  # (append_apart) a batch missed touches an attempt's enactment
 
     @property

@@ -43,7 +43,6 @@ the turn: an attempt id is never left waiting for an answer that cannot come.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Sequence
@@ -51,10 +50,10 @@ from typing import Any, Protocol
 
 from langshaw import LangshawProtocol, SocialState, Violation
 from syncserver._mandates import MandateBook
+from syncserver._rebuilding import Rebuilding
 from syncserver.attempt import Attempt, AttemptIds, Receipt, Rejection, same_instances
 from syncserver.batch import Batch
 from syncserver.errors import ServiceError
-from syncserver.retry import Backoff
 from syncserver.store import SharedStore, StoreError, Turn, root_text
 
 log = logging.getLogger("strabo.syncserver")
@@ -79,6 +78,8 @@ class Ledger(Protocol):
     book: MandateBook
 
     def accept(self, attempt: Attempt) -> Violation | None: ...
+
+    async def read(self, after: int, limit: int) -> list[Batch]: ...
 
     def check_window(self, attempts: Pending) -> tuple[Pending, list[Rejection]] | None: ...
 
@@ -111,11 +112,9 @@ def _unreadable() -> ServiceError:
     return ServiceError(503, "store-failed", "the state cannot be read from the log: try again")
 
 
-class SharedFinalizer:
+class SharedFinalizer(Rebuilding):
     """The turns of one ledger at a shared log, and the following between them."""
 
-    #: Waits between tries to rebuild the state while the log cannot be read.
-    REBUILD = Backoff(0.05, 2.0)
     #: How long a turn waits before it takes its attempts when other servers
     #: append to the ledger too and attempts come here together (seconds): the
     #: ledger is then likely held by another server for about as long, and the
@@ -145,6 +144,10 @@ class SharedFinalizer:
         self._repairing: asyncio.Task[None] | None = None  # rebuilding until it succeeds
         self._heard = asyncio.Event()  # the store answered: a repair tries at once
         self._closed = False
+        # Attempt ids another server finalized, whose original answer is looked up
+        # outside the turn; and those found to be another id's hash (finalized after all).
+        self._looking: set[tuple[str, str]] = set()
+        self._unknown: set[tuple[str, str]] = set()
 
     async def start(self) -> None:
         ledger = self.ledger
@@ -235,47 +238,6 @@ class SharedFinalizer:
             return False
         return True
 
-    # Rebuilding until the log can be read ----------------------------------------
-
-    def rebuild_failed(self, error: BaseException | None) -> None:
-        """The state's rebuild failed (the log cannot be read): try again until
-        it succeeds (attempts are answered 503 meanwhile)."""
-        if self._repairing is None and not self._closed:
-            self._repairing = asyncio.ensure_future(self._repair(error))
-
-    async def _repair(self, error: BaseException | None) -> None:
-        """Rebuild the state with back-off, and at once when the store is heard
-        from again, until it succeeds or the server closes. Logged when it
-        starts and when it ends, not at every try."""
-        ledger = self.ledger
-        name = f"{ledger.mas}/{ledger.protocol.name}"
-        log.error(
-            "cannot rebuild %s from the log: %s; its attempts get 503 while it is tried again",
-            name,
-            error or "the last rebuild failed",
-        )
-        tries = 0
-        try:
-            while ledger.stale and not self._closed:
-                if ledger.rebuilding is None:
-                    tries += 1
-                    self._heard.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._heard.wait(), self.REBUILD.delay(tries))
-                    if self._closed or not ledger.stale:
-                        break
-                    if ledger.rebuilding is None:
-                        ledger.begin_rebuild()
-                rebuilding = ledger.rebuilding
-                if rebuilding is not None:
-                    await asyncio.wait([rebuilding])
-                    if not rebuilding.cancelled() and rebuilding.exception() is not None:
-                        log.debug("cannot rebuild %s yet: %s", name, rebuilding.exception())
-            if not ledger.stale:
-                log.warning("%s: the state is rebuilt from the log (%d more tries)", name, tries)
-        finally:
-            self._repairing = None
-
     def _appends(self) -> bool:
         """Whether turns check before they take the ledger (:meth:`_append`):
         under the instant policy, with a store that can (PostgreSQL)."""
@@ -302,6 +264,7 @@ class SharedFinalizer:
         (a clash): then the check is undone, the replica catches up, and None
         says to try again."""
         ledger = self.ledger
+        self._divert_known(work)
         state, keys = ledger.state, ledger.protocol.root_keys
         journal: list[Any] = []  # what the accepted attempts changed, to undo it
         counted: list[Any] = []  # and what they added to the mandates' counts
@@ -411,6 +374,7 @@ class SharedFinalizer:
                             raise StoreError(
                                 f"batch {batch.seq} does not follow {ledger.committed_seq}"
                             )
+                self._divert_known(work)
                 if ledger.policy == "batched":
                     checked = ledger.check_window(work)
                     if checked is None:  # a bug; every attempt was answered with it
@@ -454,6 +418,9 @@ class SharedFinalizer:
             return False
         if not roots:
             return True
+        ids: frozenset[tuple[str, str]] = getattr(turn, "missed_ids", frozenset())
+        if any(attempt.key in ids for attempt, _ in work):
+            return False  # followed first: the turn then finds the id taken
         keys = self.ledger.protocol.root_keys
         for attempt, _ in work:
             for instance in attempt.instances:
@@ -486,6 +453,53 @@ class SharedFinalizer:
             ledger.begin_rebuild()
             return False
         return True
+
+    def _divert_known(self, work: Pending) -> None:
+        """Take out of ``work`` the attempts under an id this server now knows
+        another server finalized (it followed that batch since the attempt
+        came): a resend or a reused id, answered from the log outside the turn,
+        never finalized a second time."""
+        ids = self.ledger.ids
+        kept = []
+        for attempt, future in work:
+            key = attempt.key
+            if key is None or key not in ids or key in self._unknown:
+                kept.append((attempt, future))
+            elif key not in self._looking:
+                self._looking.add(key)
+                task = asyncio.ensure_future(self._settle_known(attempt, future))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        work[:] = kept
+
+    async def _settle_known(self, attempt: Attempt, future: asyncio.Future[Receipt]) -> None:
+        ledger, key = self.ledger, attempt.key
+        assert key is not None
+        try:
+            receipt = await ledger.ids.receipt(attempt, ledger.committed_seq, ledger.read)
+        except ServiceError as exc:  # IdReused: the id names other instances
+            receipt = None
+            if not future.done():
+                future.set_exception(exc)
+        except Exception as exc:
+            log.exception("%s/%s: reading an attempt id failed", ledger.mas, ledger.protocol.name)
+            receipt = None
+            if not future.done():
+                future.set_exception(_internal(exc))
+        finally:
+            self._looking.discard(key)
+        if future.done():
+            return
+        if receipt is not None:
+            future.set_result(receipt)
+            return
+        self._unknown.add(key)  # another id's hash: finalized after all, in a turn
+        future.add_done_callback(lambda _: self._unknown.discard(key))
+        self._queue.append((attempt, future))
+        if self._next is None:
+            self._next = asyncio.ensure_future(self._turn())
+            self._tasks.add(self._next)
+            self._next.add_done_callback(self._tasks.discard)
 
     def _check_each(
         self,

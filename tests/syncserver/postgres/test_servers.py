@@ -235,3 +235,30 @@ async def test_a_server_follows_commits_when_notifications_are_lost(pg_url: str)
         # b's replica holds them: Created is enabled there for n5.
         done = await attempt(b, "business", [created("n5")], None)
         assert not isinstance(done, Exception) and done.seq == 6
+
+
+@pytest.mark.parametrize("policy", ["instant", "batched"])
+async def test_an_id_reused_on_a_server_that_has_not_followed_it_yet_is_refused(
+    pg_url: str, policy: str
+) -> None:
+    """Server a finalizes an attempt under an id; at once (b has not followed
+    a's batch: its listening connection is cut, so it hears nothing) the same
+    agent sends the id with other instances to b: 409 id-reused, and the log
+    holds the id once. The same instances resent to b get the first answer."""
+    options = {"policy": policy, "batch_window_ms": 2} if policy == "batched" else {}
+    async with servers(pg_url, 2, **options) as (a, b):
+        store = b.store
+        assert isinstance(store, PostgresStore) and store._listener is not None
+        await a.store.pool.execute(  # type: ignore[attr-defined]
+            "SELECT pg_terminate_backend($1)", store._listener.get_server_pid()
+        )
+        for i in range(5):
+            first = await attempt(a, "platform", [create(f"a{i}")], f"id-{i}")
+            reused = await attempt(b, "platform", [create(f"b{i}")], f"id-{i}")
+            assert isinstance(reused, ServiceError) and reused.code == "id-reused", reused
+            again = await attempt(b, "platform", [create(f"a{i}")], f"id-{i}")
+            assert (again.seq, again.positions) == (first.seq, first.positions), again
+        log = await a.read("default", "SimpleUCP", a.agent("default", "platform"), 0, 100)
+        ids = [e.attempt_id for batch in log for e in batch.entries]
+        assert sorted(ids) == [f"id-{i}" for i in range(5)], ids
+        replay(log)
