@@ -129,6 +129,10 @@ class Classes:
             attribute: [n for n in protocol.actions if attribute in self.data[n]]
             for attribute in protocol.attributes
         }
+        # Per attribute, the keysets of the scopes that can hold it.
+        self.holding = {
+            attribute: {keysets[n] for n in names} for attribute, names in self.carriers.items()
+        }
         self.dependents = self._dependents(peers)
         # Decentralized: per perform class, the other roles' perform classes
         # whose instances the union could refuse for this one's (or this one's
@@ -235,12 +239,29 @@ class Classes:
             # what it carries, or how the union judges it. Only an action whose
             # role may bind the attribute binds it: one that merely carries it
             # (its role may not bind it either) carries what its performer was
-            # told, a value already in the log, and changes nothing of either.
+            # told, a value already in the log, and changes nothing of either:
+            # unless another scope above the lower action's, not above the
+            # carrier's, can hold the attribute. Then the carrier's copy is
+            # nearer than where it came from, and may stand beside a value of
+            # that other scope, one size up: the lower action, in its own
+            # role's state or as the union judges it, reads another value, or
+            # two ({j} and {k} above {k, j}: ambiguous, so disabled).
             for x in self.data[a] & self.data[b]:
                 sayso = self.sayso.get(x, ())
-                if s != t and above(s, t) and actor[b] not in sayso and actor[a] in sayso:
+                if (
+                    s != t
+                    and above(s, t)
+                    and actor[b] not in sayso
+                    and (actor[a] in sayso or self._beside(x, s, t))
+                ):
                     return True
         return False
+
+    def _beside(self, attribute: str, s: Scope, t: Scope) -> bool:
+        """Can a scope above ``t`` (not ``t``) that is not above ``s`` hold
+        ``attribute``?"""
+        mine, theirs = {k for k, _ in s}, {k for k, _ in t}
+        return any(k < theirs and not k <= mine for k in self.holding.get(attribute, ()))
 
     def _rebound(self) -> frozenset[str]:
         """Attributes that can hold two values in one scope: two roles may bind

@@ -165,6 +165,8 @@ class MandateGuard:
             try:
                 async with bound:
                     answer = await approve(self.adapter.name, list(items))
+                if bound.expired():  # it answered, but after it was given up on
+                    raise TimeoutError
                 # True only: an approver that returns "no", or any other truthy
                 # non-answer, has not said yes.
                 if answer is True:

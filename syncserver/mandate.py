@@ -11,7 +11,8 @@ finalizes (the SyncServer, the agent's adapter), never by a prompt:
   per run (``per_enactment``, ``per_run``), counted per protocol (each
   protocol's ledger keeps its own counts: an agent with roles in two protocols
   is held to each count in each);
-* ``enactments``: how many enactments the agent may start;
+* ``enactments``: how many enactments the agent may start, in all the MAS's
+  protocols;
 * ``values``: bounds on what an attribute may be bound to (``min``, ``max``,
   ``total`` for the sum, ``in`` for allowed values), optionally on the parts of
   a JSON value a JSONPath selects (each line item's quantity, say);
@@ -197,8 +198,14 @@ class Mandate:
         played = None if roles is None else {p: frozenset(r) for p, r in roles.items()}
         bound_here = attributes  # what a clause without an action may name
         if played is not None:
-            mine = {a for a, p in actions.items() if p.actions[a].actor in played.get(p.name, ())}
-            bound_here = {attr for a in mine for attr in actions[a].actions[a].attributes}
+            # Every protocol's action: two protocols may name an action alike,
+            # and the agent performs it if it does in either.
+            own = [
+                act for p in protocols for act in p.actions.values()
+                if act.actor in played.get(p.name, ())
+            ]
+            mine = {act.name for act in own}
+            bound_here = {attr for act in own for attr in act.attributes}
 
         def known_action(name: Any, at: tuple[str, ...]) -> bool:
             if name not in actions:
@@ -208,7 +215,9 @@ class Mandate:
                 return False
             if played is None or name in mine:
                 return True
-            actor = actions[name].actions[name].actor
+            actor = " or ".join(
+                sorted({p.actions[name].actor for p in protocols if name in p.actions})
+            )
             plays = ", ".join(sorted(r for rs in played.values() for r in rs)) or "no role"
             problem(
                 at,
@@ -237,7 +246,12 @@ class Mandate:
             if dot and not known_action(action, at):
                 continue
             has = (
-                attribute in actions[action].actions[action].attributes
+                any(
+                    attribute in p.actions[action].attributes
+                    for p in protocols
+                    if action in p.actions
+                    and (played is None or p.actions[action].actor in played.get(p.name, ()))
+                )
                 if action
                 else attribute in bound_here
             )

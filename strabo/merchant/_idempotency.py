@@ -110,7 +110,7 @@ class IdempotencyStore:
 
     def replay(self, key: str, digest: str) -> Reply | None:
         """The stored reply for this key, None if new; 409 if the key meant another request."""
-        record = self._records.get(key)
+        record = self._records.get(_slot(key))
         if record is None:
             return None
         stored_digest, reply = record
@@ -120,4 +120,13 @@ class IdempotencyStore:
 
     def remember(self, key: str, digest: str, reply: Reply) -> None:
         """Store a successful reply under ``key``."""
-        self._records[key] = (digest, reply)
+        self._records[_slot(key)] = (digest, reply)
+
+
+def _slot(key: str) -> str:
+    """Where a key is filed: itself, or a long one (a header may hold 16 KiB,
+    and the byte bound weighs the replies only) as its SHA-256, which no key
+    kept as itself (64 characters at most) can equal."""
+    if len(key) <= 64:
+        return key
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()

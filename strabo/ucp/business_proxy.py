@@ -20,6 +20,7 @@ import logging
 
 from langshaw import LangshawProtocol
 from peach import ActionInstance, Executor
+from strabo.ucp import a2a_tools
 from strabo.ucp.ap2 import Ap2Signer
 from strabo.ucp.checkout import (
     MAPPING,
@@ -48,6 +49,7 @@ def business_proxy(
     (strabo's messages) or "tool" (Google's sample agent's tools), forced
     whatever the card says (with a warning when it says otherwise). ValueError
     for another value, or for a forced dialect with another transport."""
+    a2a_tools.forced(a2a_dialect)  # ValueError for a value not in CHOICES, first
     if a2a_dialect != "auto" and transport != "a2a":
         raise ValueError(f"a2a_dialect={a2a_dialect!r} is for transport='a2a', "
                          f"not {transport!r}")

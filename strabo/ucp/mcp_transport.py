@@ -61,8 +61,12 @@ def rebased(url: str, read_from: str) -> str:
     of ``read_from`` (where it was read) when it names ``localhost`` and that is
     another loopback origin: a hard-coded development default (Google's sample
     agent's ``http://localhost:10999``), true only on its default port. One
-    naming an address is taken at its word."""
-    named, there = urlsplit(url), urlsplit(read_from)
+    naming an address is taken at its word, and one urllib cannot read is left
+    for the transport to refuse (as "not an http(s) URL")."""
+    try:
+        named, there = urlsplit(url), urlsplit(read_from)
+    except ValueError:  # "http://[::1/": urllib refuses it
+        return url
     if named.hostname == "localhost" and there.hostname in _LOOPBACK and (
             named.netloc != there.netloc):
         return named._replace(scheme=there.scheme, netloc=there.netloc).geturl()
