@@ -92,17 +92,32 @@ class _Counts:
         )
 
     def started(self) -> int:
-        adapter, me = self.adapter, self.adapter.name
-        started = sum(
-            1 for r in adapter.enactments() if (h := adapter.history(r)) and h[0][2] == me
-        )
-        fresh = {
-            self.root(i)
-            for items in self.flying
-            for i in items
-            if self.adapter.state.enactment(self.root(i)) is None
-        }
-        return started + len(fresh)
+        """The enactments the agent started in every protocol of the MAS: this
+        adapter's, and those of its adapters in the executor's other protocols
+        (one each), with their attempts in flight."""
+        adapter = self.adapter
+        total = _started(adapter, self.flying)
+        seen = {getattr(adapter.protocol, "name", "")}
+        for other in getattr(adapter.executor, "_adapters", ()):
+            protocol = getattr(other.protocol, "name", "")
+            if other.name == adapter.name and protocol not in seen:
+                seen.add(protocol)
+                total += _started(other, _flying(other))
+        return total
+
+
+def _started(adapter: Any, flying: list[Sequence[ActionInstance]]) -> int:
+    """The enactments ``adapter``'s agent started in its protocol, as it sees
+    them, and those its attempts in flight would start."""
+    me, keys = adapter.name, adapter.state.protocol.root_keys
+    started = sum(1 for r in adapter.enactments() if (h := adapter.history(r)) and h[0][2] == me)
+    fresh = {
+        root
+        for items in flying
+        for i in items
+        if adapter.state.enactment(root := tuple(i.bindings.get(k) for k in keys)) is None
+    }
+    return started + len(fresh)
 
 
 #: The attempts in flight of each agent in each protocol, by executor: shared by

@@ -1,4 +1,5 @@
-"""The server's counts for mandates (syncserver.mandate): one book per ledger.
+"""The server's counts for mandates (syncserver.mandate): one book per ledger,
+the books of a MAS counting its enactments together.
 
 A mandate's counts (how many times an agent performed an action, in an
 enactment and in all; how many enactments it started) must be checked in the
@@ -22,11 +23,20 @@ __all__ = ["MandateBook"]
 
 
 class MandateBook:
-    """What each watched agent did in one protocol of one MAS."""
+    """What each watched agent did in one protocol of one MAS. ``siblings`` is
+    the list of the MAS's books (this one joins it): an agent's ``enactments``
+    bound counts the enactments it started in every protocol of the MAS."""
 
-    def __init__(self, protocol: LangshawProtocol, watched: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        protocol: LangshawProtocol,
+        watched: Collection[str] = (),
+        siblings: list[MandateBook] | None = None,
+    ) -> None:
         self.root_keys = protocol.root_keys
         self.watched = frozenset(watched)
+        self.siblings = siblings if siblings is not None else []
+        self.siblings.append(self)
         self._per_root: Counter[tuple[str, str, tuple[Any, ...]]] = Counter()
         self._per_run: Counter[tuple[str, str]] = Counter()
         self._started: Counter[str] = Counter()
@@ -118,7 +128,7 @@ class _Counts:
         return self.book._per_root[(self.agent, action, root)]
 
     def started(self) -> int:
-        return self.book._started[self.agent]
+        return sum(book._started[self.agent] for book in self.book.siblings)
 
     def root(self, instance: ActionInstance) -> tuple[Any, ...]:
         return self.book.root(instance)

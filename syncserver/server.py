@@ -125,6 +125,7 @@ class SyncServer:
         await self.store.open()
         try:
             for system in self.config.mas.values():
+                books: list[MandateBook] = []  # the MAS's: its enactments counted together
                 for protocol in system.protocols.values():
                     await self._same_protocol(system.name, protocol)
                     ledger = Ledger(
@@ -137,7 +138,7 @@ class SyncServer:
                         fingerprints=self.fingerprints,
                     )
                     ledger.book = MandateBook(
-                        protocol, [a.name for a in system.agents.values() if a.mandate]
+                        protocol, [a.name for a in system.agents.values() if a.mandate], books
                     )
                     ledger.tail.limit = self.tail_bytes
                     ledger.pages.limit = self.tail_bytes

@@ -160,3 +160,24 @@ async def test_the_mas_mandate_is_kept_by_the_adapter_too(kind: str) -> None:
             with pytest.raises(MandateRefused, match=r"actions\.Create\.per_run = 1"):
                 await platform.attempt([create(platform)])
             assert platform.counters["refused by mandate"] == 2
+
+
+async def test_enactments_are_counted_in_every_protocol_of_the_agent(kind: str) -> None:
+    """One mandate for an agent playing in two protocols (as LLMAgent gives its
+    adapters): ``enactments = 1`` is one enactment in all, not one in each."""
+    purchase = load("purchase.lsh")
+    agents = {"me": ["SimpleUCP:Platform", "Purchase:Buyer"]}
+    async with Harness(kind, [SIMPLE, purchase], agents) as h:
+        platform = h.adapter("me", "Platform", "SimpleUCP")
+        buyer = h.adapter("me", "Buyer", "Purchase")
+        problems: list[str] = []
+        bound = Mandate.parse({"enactments": 1}, [SIMPLE, purchase], "mandate",
+                              lambda w, m: problems.append(m))
+        assert not problems, problems
+        platform.mandate = buyer.mandate = bound
+        async with platform, buyer:
+            await platform.attempt([create(platform)])
+            rfq = buyer.initiating()[0].bind(item="pen", budget=5)
+            with pytest.raises(MandateRefused, match="mandate enactments = 1"):
+                await buyer.attempt([rfq])
+            assert buyer.enactments() == []

@@ -276,3 +276,26 @@ def test_a_path_that_selects_nothing_in_a_value_refuses_it() -> None:
     assert refused is not None and "selects nothing in" in str(refused)
     empty = ActionInstance(action, {**create("c2")["bindings"], "line_items": []})
     assert mandate.check_values([empty]) is None
+
+
+async def test_enactments_are_counted_across_the_protocols_of_the_mas(tmp_path: Path) -> None:
+    """``enactments = 1`` for an agent playing in two protocols: one enactment
+    in all, not one per protocol; and so after a restart."""
+    purchase = load("purchase.lsh")
+    agents = {"me": ["SimpleUCP:Platform", "Purchase:Buyer"]}
+    db = str(tmp_path / "s.db")
+    rfq = {"action": "RFQ", "bindings": {"ID": "p1", "item": "pen", "budget": 5}}
+
+    def both() -> SyncServer:
+        return SyncServer.embedded([SIMPLE, purchase], agents, store=db,
+                                   mandates={"me": {"enactments": 1}})
+
+    async with both() as server:
+        me = agent(server, "me")
+        await server.attempt("default", "SimpleUCP", me, [create("c1")])
+        with pytest.raises(Rejected) as refused:
+            await server.attempt("default", "Purchase", me, [rfq])
+        assert "mandate enactments = 1" in refused.value.violation.message
+    async with both() as server:
+        with pytest.raises(Rejected):
+            await server.attempt("default", "Purchase", agent(server, "me"), [rfq])
