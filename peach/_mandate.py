@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -59,11 +60,20 @@ class PeachAdapter(Protocol):
 
 
 class _Counts:
-    """:class:`syncserver.mandate.Counts` as one adapter sees them."""
+    """:class:`syncserver.mandate.Counts` as one adapter sees them.
+
+    What the agent did is counted once from the adapter's view (when first
+    asked, and again if the adapter gets another view), then batch by batch as
+    the view applies them (:meth:`applied`): a check costs the same however
+    long the agent's history, which it read whole at every attempt before."""
 
     def __init__(self, adapter: PeachAdapter, flying: list[Sequence[ActionInstance]]) -> None:
         self.adapter = adapter
         self.flying = flying
+        self._view: Any = None  # the view counted (None: not counted yet)
+        self._per_root: Counter[tuple[str, tuple[Any, ...]]] = Counter()
+        self._per_run: Counter[str] = Counter()
+        self._started = 0
 
     def root(self, instance: ActionInstance) -> tuple[Any, ...]:
         # .get: an unbound root key is the protocol's to refuse, not a KeyError.
@@ -76,14 +86,8 @@ class _Counts:
         )
 
     def performed(self, action: str, root: tuple[Any, ...] | None) -> int:
-        adapter, me = self.adapter, self.adapter.name
-        roots = adapter.enactments() if root is None else [root]
-        done = sum(
-            1
-            for r in roots
-            for _, instance, who in adapter.history(r)
-            if who == me and instance.action.name == action
-        )
+        self._sync()
+        done = self._per_run[action] if root is None else self._per_root[(action, root)]
         return done + sum(
             1
             for items in self.flying
@@ -96,19 +100,71 @@ class _Counts:
         adapter's, and those of its adapters in the executor's other protocols
         (one each), with their attempts in flight."""
         adapter = self.adapter
-        total = _started(adapter, self.flying)
+        total = self.started_here()
         seen = {getattr(adapter.protocol, "name", "")}
         for other in getattr(adapter.executor, "_adapters", ()):
             protocol = getattr(other.protocol, "name", "")
             if other.name == adapter.name and protocol not in seen:
                 seen.add(protocol)
-                total += _started(other, _flying(other))
+                guard = getattr(other, "_guard", None)
+                total += (guard.counts.started_here() if guard is not None
+                          else _started(other, _flying(other)))
         return total
+
+    def started_here(self) -> int:
+        """The enactments the agent started in this adapter's protocol, and
+        those its attempts in flight would start."""
+        self._sync()
+        fresh = {
+            root
+            for items in self.flying
+            for i in items
+            if self.adapter.state.enactment(root := self.root(i)) is None
+        }
+        return self._started + len(fresh)
+
+    def applied(self, batch: Any) -> None:
+        """A batch the adapter's view applied: count the agent's entries in it."""
+        view = getattr(self.adapter, "_view", None)
+        if view is None or view is not self._view:
+            return  # not counted yet: counted from the view when asked
+        me, history = self.adapter.name, view.history
+        for entry in batch.entries:
+            if entry.performer != me:
+                continue
+            instance = entry.instance
+            root = self.root(instance)
+            self._per_root[(instance.action.name, root)] += 1
+            self._per_run[instance.action.name] += 1
+            first = history.get(root)
+            if first and first[0][1] is instance:  # this entry started the enactment
+                self._started += 1
+
+    def _sync(self) -> None:
+        """Count from the view, if it is not the one counted."""
+        adapter = self.adapter
+        view = getattr(adapter, "_view", None)
+        if view is self._view and view is not None:
+            return
+        self._view = view
+        self._per_root.clear()
+        self._per_run.clear()
+        self._started = 0
+        me = adapter.name
+        for root in adapter.enactments():
+            history = adapter.history(root)
+            if history and history[0][2] == me:
+                self._started += 1
+            for _, instance, who in history:
+                if who == me:
+                    self._per_root[(instance.action.name, root)] += 1
+                    self._per_run[instance.action.name] += 1
 
 
 def _started(adapter: Any, flying: list[Sequence[ActionInstance]]) -> int:
     """The enactments ``adapter``'s agent started in its protocol, as it sees
-    them, and those its attempts in flight would start."""
+    them, and those its attempts in flight would start (an adapter of the
+    agent's with no mandate of its own: read from its history)."""
     me, keys = adapter.name, adapter.state.protocol.root_keys
     started = sum(1 for r in adapter.enactments() if (h := adapter.history(r)) and h[0][2] == me)
     fresh = {

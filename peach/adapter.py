@@ -507,6 +507,8 @@ class PeachAdapter:
         cache = self._enabled_cache
         for root in touched:
             cache.pop(root, None)
+        if self._guard is not None:  # its counts follow the view, batch by batch
+            self._guard.counts.applied(batch)
         if not live:
             return
         self.counters["batches observed"] += 1

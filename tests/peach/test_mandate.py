@@ -181,3 +181,35 @@ async def test_enactments_are_counted_in_every_protocol_of_the_agent(kind: str) 
             with pytest.raises(MandateRefused, match="mandate enactments = 1"):
                 await buyer.attempt([rfq])
             assert buyer.enactments() == []
+
+
+async def test_a_check_reads_no_history_and_the_counts_match_the_log(kind: str) -> None:
+    """The adapter counts what its agent did batch by batch: a check costs the
+    same with a long history (it reads none of it), and the counts are the
+    log's, counted afresh (the oracle)."""
+    async with Harness(kind, [SIMPLE], AGENTS) as h:
+        platform = h.adapter("platform", "Platform")
+        platform.mandate = mandate(enactments=30, actions={"Create": {"per_run": 30}})
+        async with platform:
+            for _ in range(12):
+                await platform.attempt([create(platform)])
+            await platform.sync()
+            read = 0
+            history = platform.history
+
+            def counted(root: Any) -> Any:
+                nonlocal read
+                read += 1
+                return history(root)
+
+            platform.history = counted  # type: ignore[method-assign]
+            await platform.attempt([create(platform)])
+            assert read == 0, "a check read the agent's history"
+            platform.history = history  # type: ignore[method-assign]
+            await platform.sync()
+            counts = platform._guard.counts  # type: ignore[union-attr]
+            assert counts.performed("Create", None) == mine(platform, "Create") == 13
+            assert counts.started() == 13
+            # A fresh count from the view says the same.
+            counts._view = None
+            assert counts.performed("Create", None) == 13 and counts.started() == 13
