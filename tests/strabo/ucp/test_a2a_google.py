@@ -182,10 +182,20 @@ async def fake(**options: Any) -> AsyncIterator[Agent]:
 async def checkout(agent: Agent, *, product: str = "BISC-001", wait: float = 10.0
                    ) -> tuple[list[Any], Any]:
     """One SimpleUCP checkout through the fake; ``wait``: the proxy's timeout."""
+    return await a2a_checkout(agent.url, {"line_items": line_items_of(product), "buyer": BUYER},
+                              wait=wait, ucp_version=versions.OLD)
+
+
+async def a2a_checkout(url: str, buying: dict[str, Any], wait: float | None = None,
+                       **options: Any) -> tuple[list[Any], Any]:
+    """One SimpleUCP checkout over A2A with the merchant at ``url``, the Platform
+    buying ``buying`` (nothing given: the bundled merchant's default), until it
+    ends or the proxy escalates; its history and the proxy."""
     executor = LocalExecutor(SyncServer.embedded([load("atomic-ucp.lsh")], ROLES))
-    proxy = business_proxy(executor, agent.url, transport="a2a", ucp_version=versions.OLD)
-    proxy.timeout = wait
-    platform, done = platform_agent(executor, line_items=line_items_of(product), buyer=BUYER)
+    proxy = business_proxy(executor, url, transport="a2a", **options)
+    if wait is not None:
+        proxy.timeout = wait
+    platform, done = platform_agent(executor, **buying)
     async with proxy, platform:
         ended = asyncio.ensure_future(done.wait())
         escalated = asyncio.ensure_future(proxy.escalated.wait())

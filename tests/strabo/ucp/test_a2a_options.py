@@ -40,7 +40,7 @@ from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from tests.conftest import load
 
-from .test_a2a_google import BUYER, Agent, app_of, recorded
+from .test_a2a_google import BUYER, Agent, a2a_checkout, app_of, recorded
 from .test_version_merchant import ROLES, Recorder, history
 
 A2A = "/ucp/a2a"
@@ -76,18 +76,8 @@ def skill_less_card() -> dict[str, Any]:
 async def checkout(url: str, **options: Any) -> tuple[list[Any], Any]:
     """One SimpleUCP checkout over A2A with the merchant at ``url``, buying
     what Google's agent sells (for a bundled merchant, give ``buying={}``)."""
-    executor = LocalExecutor(SyncServer.embedded([load("atomic-ucp.lsh")], ROLES))
     buying = options.pop("buying", {"line_items": line_items_of("BISC-001"), "buyer": BUYER})
-    proxy = business_proxy(executor, url, transport="a2a", **options)
-    platform, done = platform_agent(executor, **buying)
-    async with proxy, platform:
-        ended = asyncio.ensure_future(done.wait())
-        escalated = asyncio.ensure_future(proxy.escalated.wait())
-        await asyncio.wait({ended, escalated}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        ended.cancel()
-        escalated.cancel()
-        await platform.drain()
-    return history(platform), proxy
+    return await a2a_checkout(url, buying, **options)
 
 
 # --------------------------------------------------------------- the dialect
