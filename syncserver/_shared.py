@@ -144,9 +144,7 @@ class SharedFinalizer(Rebuilding):
         self._repairing: asyncio.Task[None] | None = None  # rebuilding until it succeeds
         self._heard = asyncio.Event()  # the store answered: a repair tries at once
         self._closed = False
-        # Attempt ids another server finalized, whose original answer is looked up
-        # outside the turn; and those found to be another id's hash (finalized after all).
-        self._looking: set[tuple[str, str]] = set()
+        # Attempt ids found to be another id's hash (finalized after all, in a turn).
         self._unknown: set[tuple[str, str]] = set()
 
     async def start(self) -> None:
@@ -465,8 +463,7 @@ class SharedFinalizer(Rebuilding):
             key = attempt.key
             if key is None or key not in ids or key in self._unknown:
                 kept.append((attempt, future))
-            elif key not in self._looking:
-                self._looking.add(key)
+            else:  # out of ``work`` for good: answered by the task alone
                 task = asyncio.ensure_future(self._settle_known(attempt, future))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -486,8 +483,6 @@ class SharedFinalizer(Rebuilding):
             receipt = None
             if not future.done():
                 future.set_exception(_internal(exc))
-        finally:
-            self._looking.discard(key)
         if future.done():
             return
         if receipt is not None:
