@@ -107,8 +107,8 @@ class _Counts:
             if other.name == adapter.name and protocol not in seen:
                 seen.add(protocol)
                 guard = getattr(other, "_guard", None)
-                total += (guard.counts.started_here() if guard is not None
-                          else _started(other, _flying(other)))
+                counts = guard.counts if guard is not None else _Counts(other, _flying(other))
+                total += counts.started_here()
         return total
 
     def started_here(self) -> int:
@@ -159,21 +159,6 @@ class _Counts:
                 if who == me:
                     self._per_root[(instance.action.name, root)] += 1
                     self._per_run[instance.action.name] += 1
-
-
-def _started(adapter: Any, flying: list[Sequence[ActionInstance]]) -> int:
-    """The enactments ``adapter``'s agent started in its protocol, as it sees
-    them, and those its attempts in flight would start (an adapter of the
-    agent's with no mandate of its own: read from its history)."""
-    me, keys = adapter.name, adapter.state.protocol.root_keys
-    started = sum(1 for r in adapter.enactments() if (h := adapter.history(r)) and h[0][2] == me)
-    fresh = {
-        root
-        for items in flying
-        for i in items
-        if adapter.state.enactment(root := tuple(i.bindings.get(k) for k in keys)) is None
-    }
-    return started + len(fresh)
 
 
 #: The attempts in flight of each agent in each protocol, by executor: shared by

@@ -7,18 +7,16 @@ REST. What sends a checkout request is the transport's own ``send``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from strabo.ucp.versions import OPERATIONS
 from syncserver.client import Client
 
-TOOLS = (
-    ("POST", re.compile(r"^/checkout-sessions/?$"), "create_checkout"),
-    ("GET", re.compile(r"^/checkout-sessions/([^/]+)$"), "get_checkout"),
-    ("PUT", re.compile(r"^/checkout-sessions/([^/]+)$"), "update_checkout"),
-    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/complete$"), "complete_checkout"),
-    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/cancel$"), "cancel_checkout"),
+TOOLS = tuple(
+    (verb, pattern, f"{name}_checkout")
+    for verb, pattern, name in OPERATIONS
+    if name in ("create", "get", "update", "complete", "cancel")
 )
 """Method and path -> the checkout operation (the tool of the 2026-04-08 MCP
 binding, mcp.openrpc.json, and the action of strabo's A2A messages)."""

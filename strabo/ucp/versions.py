@@ -28,15 +28,17 @@ SUPPORTED = (OLD, NEW)
 """The UCP versions strabo speaks, oldest first."""
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_OPERATIONS = (
+OPERATIONS = (
     ("POST", re.compile(r"^/checkout-sessions/?$"), "create"),
-    ("GET", re.compile(r"^/checkout-sessions/[^/]+$"), "get"),
-    ("PUT", re.compile(r"^/checkout-sessions/[^/]+$"), "update"),
-    ("POST", re.compile(r"^/checkout-sessions/[^/]+/complete$"), "complete"),
-    ("POST", re.compile(r"^/checkout-sessions/[^/]+/cancel$"), "cancel"),
-    ("GET", re.compile(r"^/orders/[^/]+$"), "order"),
+    ("GET", re.compile(r"^/checkout-sessions/([^/]+)$"), "get"),
+    ("PUT", re.compile(r"^/checkout-sessions/([^/]+)$"), "update"),
+    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/complete$"), "complete"),
+    ("POST", re.compile(r"^/checkout-sessions/([^/]+)/cancel$"), "cancel"),
+    ("GET", re.compile(r"^/orders/([^/]+)$"), "order"),
     ("GET", re.compile(r"^/\.well-known/ucp$"), "discovery"),
 )
+"""Method and URL path -> the UCP operation a request is (the group: the
+session's or order's id); the checkout tools are the first five."""
 
 
 class MalformedProfile(ProxyError):
@@ -139,7 +141,7 @@ def operation_of(method: str, path: str) -> str:
     """The UCP operation a request is (create, get, update, complete, cancel,
     order, discovery), from its method and URL path; ``other`` if none."""
     path = path.split("?", 1)[0]
-    for verb, pattern, name in _OPERATIONS:
+    for verb, pattern, name in OPERATIONS:
         if method.upper() == verb and pattern.match(path):
             return name
     return "other"
