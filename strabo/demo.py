@@ -15,6 +15,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from strabo.ucp.a2a_tools import CHOICES
 from syncserver.options import DONE, FAILED, USAGE, positive, silence_stdout
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--a2a-dialect",
-        choices=["auto", "session", "tool"],
+        choices=CHOICES,
         default="auto",
         help="with --transport a2a: the messages the proxy sends, strabo's (session: "
         "create_checkout...; the bundled merchant) or a tool-style agent's (tool: "
