@@ -124,14 +124,17 @@ class _Direct:
 class McpDirect(_Direct):
     """Checkouts over MCP with the official SDK's streamable-HTTP ``ClientSession``:
     one session, opened (and its protocol version negotiated, as ``mcp.Client``
-    does for the proxy) before the timed checkouts; the MCP endpoint from the
-    merchant's discovery profile; ``meta`` naming the profile and a fresh key."""
+    does) before the timed checkouts; the MCP endpoint from the
+    merchant's discovery profile; ``meta`` naming the profile and a fresh key.
+    With ``lean``, the proxy's own lean MCP client instead
+    (``strabo.ucp._mcp_lean.LeanMcp``: one POST per call, MCP's stateless
+    revision), which tells what the bridge costs beyond the choice of client."""
 
-    name = "mcp"
-    label = "direct MCP ClientSession"
-
-    def __init__(self, merchant: str) -> None:
+    def __init__(self, merchant: str, lean: bool = False) -> None:
         super().__init__(merchant)
+        self.lean = lean
+        self.name = "mcp-lean" if lean else "mcp"
+        self.label = "direct lean MCP client" if lean else "direct MCP ClientSession"
         self.protocol_version = "?"
         self._session: Any = None
 
@@ -142,6 +145,15 @@ class McpDirect(_Direct):
         endpoint = mcp_transport.mcp_endpoint(await self._discovery())
         if endpoint is None:
             raise SystemExit(f"the merchant at {self.merchant} lists no MCP endpoint")
+        if self.lean:
+            from strabo.ucp._mcp_lean import LeanMcp
+
+            lean = LeanMcp(endpoint, 10)
+            self._stack.push_async_callback(lean.aclose)
+            if not await lean.discover():
+                raise SystemExit(f"{endpoint} does not speak MCP's stateless revision")
+            self.protocol_version, self._session = str(lean.version), lean
+            return
         read, write = await self._stack.enter_async_context(streamable_http_client(endpoint))
         session = await self._stack.enter_async_context(ClientSession(read, write))
         try:  # mcp.Client's "auto": the modern discover, else the handshake

@@ -10,7 +10,9 @@ that transport makes the same calls; the ratio of the medians is the proxy's
 cost (the goal: at most 1.3x the direct client). Over REST the merchant speaks
 UCP 2026-01-11 (its default); over MCP and A2A, 2026-04-08. Over MCP the
 direct client is the official ``mcp`` SDK's streamable-HTTP ``ClientSession``,
-one session, calling the proxy's tools with the proxy's arguments; over A2A,
+one session, calling the proxy's tools with the proxy's arguments (and a second
+one, the proxy's own lean MCP client, tells what the bridge costs beyond the
+choice of client, as the lean clients of REST and A2A do); over A2A,
 JSON-RPC ``message/send`` posted with httpx (and with the proxy's lean client),
 with the proxy's messages and headers (bench/_direct.py checks that they are
 the same before measuring).
@@ -266,8 +268,9 @@ TRANSPORTS: dict[str, Transport] = {
     ),
     "mcp": Transport(
         ("--ucp-version", "2026-04-08"),
-        lambda url: [McpDirect(url)],
-        "UCP 2026-04-08 over MCP (streamable HTTP); direct: the mcp SDK's ClientSession",
+        lambda url: [McpDirect(url), McpDirect(url, lean=True)],
+        "UCP 2026-04-08 over MCP (streamable HTTP); direct: the mcp SDK's ClientSession "
+        "(the yardstick) and the proxy's lean MCP client",
         check=check_mcp,
     ),
     "a2a": Transport(

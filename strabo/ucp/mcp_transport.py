@@ -21,10 +21,15 @@ retries, failure policies and field mapping work unchanged:
   :class:`~syncserver.client.NoAnswer`, which the proxy retries;
 - any other request (discovery, orders) goes over REST.
 
-The MCP session (the SDK's ``mcp.Client``, streamable HTTP) is opened on the
-first call and held by a task of its own, since the SDK's context must be left
-in the task that entered it; calls come from any task. A session that breaks is
-dropped and the next try opens a new one.
+The first call agrees on MCP's stateless revision with the server
+(``server/discover``); where the server speaks it in plain JSON, each call is
+one POST through the proxy's lean HTTP client (:mod:`strabo.ucp._mcp_lean`:
+the SDK's client costs several times its CPU per call). Anything else, and
+``client="sdk"``, goes through the SDK's ``mcp.Client`` over streamable HTTP:
+a session opened on the first call and held by a task of its own, since the
+SDK's context must be left in the task that entered it; calls come from any
+task. A call that gets no answer drops what was agreed (the session, or the
+discovery), and the next try starts anew.
 """
 
 from __future__ import annotations
@@ -34,11 +39,12 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from strabo.ucp._mcp_lean import Fallback, LeanMcp
 from strabo.ucp._routed import TOOLS, Routed, tool_of
 from syncserver.client import Client, NoAnswer
 
@@ -216,13 +222,24 @@ class _Session:
                 await self._task
 
 
+CLIENTS = ("auto", "sdk")
+"""What :class:`McpCheckout`'s ``client`` takes: ``"auto"``, the lean client
+where the server speaks MCP's stateless revision in plain JSON and the SDK's
+elsewhere; ``"sdk"``, the SDK's always."""
+
+
 class McpCheckout:
     """Checkout over MCP at ``endpoint``; other requests through a REST client
     (:meth:`over`). :meth:`aclose` ends the session."""
 
-    def __init__(self, endpoint: str, timeout: float = 10.0) -> None:
+    def __init__(self, endpoint: str, timeout: float = 10.0, client: str = "auto") -> None:
+        if client not in CLIENTS:
+            raise ValueError(f"client must be one of {', '.join(CLIENTS)}, not {client!r}")
         self.endpoint, self.timeout = endpoint, timeout
+        self.client = client
         self._session: _Session | None = None
+        self._lean: LeanMcp | None = None  # agreed with the server (discover)
+        self._retired: list[LeanMcp] = []
         self._opening = asyncio.Lock()
         self.calls = 0
 
@@ -233,26 +250,87 @@ class McpCheckout:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> McpAnswer:
         """Call ``tool``; raise NoAnswer when there is none (and drop the session)."""
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-
+        if self.client == "auto":
+            lean = self._lean if self._lean is not None else await self._discover()
+            if lean is not None:
+                try:
+                    result = await lean.call_tool(tool, arguments)
+                except Fallback as why:
+                    log.info("MCP at %s: the SDK's client from now on (%s)", self.endpoint, why)
+                    self.client = "sdk"
+                    self._retire(lean)
+                except BaseException as exc:
+                    return await self._failed(exc, tool, lambda: self._forget(lean))
+                else:
+                    self.calls += 1
+                    return answer_of_result(result)
         session = await self._open()
         try:
             result = await session.client.call_tool(tool, arguments)
-        except MCPError as exc:
+        except BaseException as exc:
+            return await self._failed(exc, tool, lambda: self._drop(session))
+        self.calls += 1
+        return answer_of_result(result)
+
+    async def _failed(self, exc: BaseException, tool: str,
+                      forget: Callable[[], Awaitable[None]]) -> McpAnswer:
+        """A call's error as its answer, or NoAnswer (after ``forget``, which
+        drops the session or discovery that the call went through)."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        if isinstance(exc, MCPError):
             # The SDK's own -32000 (connection closed) and -32001 (timed out)
             # carry no data and are no answer; UCP's use of those codes
             # (a protocol error, a failed negotiation) carries an object.
             if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) and not isinstance(
                     exc.data, dict):
-                await self._drop(session)
+                await forget()
                 raise NoAnswer(f"{tool} over MCP: {exc.message}"[:300]) from None
             return answer_of_error(exc.code, exc.message, exc.data)
-        except (Exception, TimeoutError) as exc:
-            await self._drop(session)
-            raise NoAnswer(f"{tool} over MCP: {type(exc).__name__}: {exc}"[:300]) from None
-        self.calls += 1
-        return answer_of_result(result)
+        if not isinstance(exc, Exception):  # cancelled: let it go
+            raise exc
+        await forget()
+        if isinstance(exc, NoAnswer):
+            raise NoAnswer(f"{tool} over MCP: {exc}"[:300]) from None
+        raise NoAnswer(f"{tool} over MCP: {type(exc).__name__}: {exc}"[:300]) from None
+
+    async def _discover(self) -> LeanMcp | None:
+        """The lean client once the server has agreed to its revision; None if
+        it wants the SDK's (then :attr:`client` is ``"sdk"``)."""
+        async with self._opening:
+            if self._lean is not None or self.client != "auto":
+                return self._lean
+            lean = LeanMcp(self.endpoint, self.timeout)
+            try:
+                async with asyncio.timeout(self.timeout):
+                    agreed = await lean.discover()
+            except BaseException as exc:
+                await lean.aclose()
+                if not isinstance(exc, Exception):
+                    raise
+                raise NoAnswer(f"cannot open an MCP session at {self.endpoint}: "
+                               f"{type(exc).__name__}: {exc}"[:300]) from None
+            if not agreed:
+                await lean.aclose()
+                log.info("MCP at %s: no stateless revision in JSON; the SDK's client",
+                         self.endpoint)
+                self.client = "sdk"
+                return None
+            self._lean = lean
+            return lean
+
+    def _retire(self, lean: LeanMcp) -> None:
+        """Leave ``lean`` for the SDK's client; closed by :meth:`aclose`, as
+        other calls may still be on it."""
+        if self._lean is lean:
+            self._lean = None
+        self._retired.append(lean)
+
+    async def _forget(self, lean: LeanMcp) -> None:
+        if self._lean is lean:
+            self._lean = None
+        await lean.aclose()
 
     async def _open(self) -> _Session:
         session = self._session
@@ -279,9 +357,13 @@ class McpCheckout:
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
+        leans, self._lean, self._retired = [self._lean, *self._retired], None, []
+        for lean in leans:
+            if lean is not None:
+                await lean.aclose()
         if session is not None:
             await session.close()
 
 
-__all__ = ["TOOLS", "TRANSPORTS", "McpAnswer", "McpCheckout", "arguments_of", "mcp_endpoint",
-           "rebased", "tool_of"]
+__all__ = ["CLIENTS", "TOOLS", "TRANSPORTS", "McpAnswer", "McpCheckout", "arguments_of",
+           "mcp_endpoint", "rebased", "tool_of"]

@@ -71,6 +71,9 @@ class VersionedProxy(ProxyAdapter):
                              f"not {ucp_transport!r}")
         self.ucp_transport = ucp_transport
         self.a2a_dialect = a2a_dialect
+        #: Over MCP, the client (:data:`strabo.ucp.mcp_transport.CLIENTS`):
+        #: "auto" (lean where the server allows) or "sdk"; set before the first call.
+        self.mcp_client = "auto"
         self._mcp: McpCheckout | A2aCheckout | None = None  # checkout's sender
         self.platform_profile = platform_profile
         self.declared: dict[str, dict[str, Any]] = {}
@@ -199,7 +202,7 @@ class VersionedProxy(ProxyAdapter):
                 f"the merchant at {self.base_url} serves no UCP checkout over MCP at "
                 f"{self.ucp_version} (its profile lists no MCP endpoint; MCP is "
                 f"{versions.NEW}'s): use the REST transport", code="transport_unsupported")
-        self._mcp = McpCheckout(endpoint, self.timeout)
+        self._mcp = McpCheckout(endpoint, self.timeout, client=self.mcp_client)
         log.info("%s: checkout over MCP at %s", self.name, endpoint)
 
     async def _send(self, route: Route, path: str, body: Any, idempotency_key: str) -> Any:

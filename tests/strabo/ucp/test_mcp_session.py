@@ -1,4 +1,6 @@
-"""The MCP session a Business proxy holds (``strabo.ucp.mcp_transport.McpCheckout``):
+"""The MCP session a Business proxy holds (``strabo.ucp.mcp_transport.McpCheckout``)
+through the SDK's client (``client="sdk"``, and any server that does not speak
+MCP's stateless revision in plain JSON; test_mcp_lean.py has the lean path):
 opened on the first call and reused by every later one (calls after the first
 skip the lock and the timer, for speed), dropped when a call gets no answer, and
 opened anew by the next call, against the bundled merchant at UCP 2026-04-08.
@@ -24,7 +26,7 @@ ARGUMENTS: dict[str, Any] = {
 
 
 async def test_a_session_is_reused_then_dropped_and_opened_anew() -> None:
-    mcp = McpCheckout("", timeout=5)
+    mcp = McpCheckout("", timeout=5, client="sdk")
     try:
         async with serve(create_app(ucp_version=versions.NEW)) as url:
             port = int(url.rsplit(":", 1)[1])

@@ -16,12 +16,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from peach import LocalExecutor
 from strabo.ucp import versions
 from strabo.ucp.business_proxy import business_proxy
 from strabo.ucp.incremental_platform import incremental_platform
 from strabo.ucp.incremental_proxy import incremental_proxy
-from strabo.ucp.mcp_transport import answer_of_error, arguments_of, tool_of
+from strabo.ucp.mcp_transport import McpCheckout, answer_of_error, arguments_of, tool_of
 from strabo.ucp.platform_agent import platform_agent
 from syncserver import SyncServer
 from tests.conftest import load
@@ -38,19 +40,26 @@ def assert_over_mcp(s: Shop, proxy: Any, calls: int) -> None:
     assert proxy._mcp is not None and proxy._mcp.calls == calls
 
 
-async def simple(s: Shop, transport: str) -> tuple[list[Any], Any]:
+async def simple(s: Shop, transport: str, mcp_client: str = "auto") -> tuple[list[Any], Any]:
     executor = LocalExecutor(SyncServer.embedded([load("atomic-ucp.lsh")], ROLES))
     proxy = business_proxy(executor, s.url, transport=transport)
+    proxy.mcp_client = mcp_client
     platform, done = platform_agent(executor)
     async with proxy, platform:
         await asyncio.wait_for(done.wait(), 20)
         await platform.drain()
+        mcp = proxy._mcp
+        if isinstance(mcp, McpCheckout):  # which client carried the calls, before closing
+            proxy.mcp_held = (mcp._lean is not None, mcp._session is not None)
     return history(platform), proxy
 
 
-async def test_simple_ucp_completes_a_checkout_over_mcp() -> None:
+@pytest.mark.parametrize("mcp_client", ["auto", "sdk"])
+async def test_simple_ucp_completes_a_checkout_over_mcp(mcp_client: str) -> None:
     async with shop() as s:
-        seen, proxy = await simple(s, "mcp")
+        seen, proxy = await simple(s, "mcp", mcp_client)
+        # the lean client (the merchant speaks MCP's stateless revision), or the SDK's
+        assert proxy.mcp_held == ((True, False) if mcp_client == "auto" else (False, True))
         assert [i.name for i in seen] == ["Create", "Created", "Complete", "Completed"]
         [order] = s.merchant.orders()
         assert seen[-1]["order"]["id"] == order.id
