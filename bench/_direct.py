@@ -127,7 +127,7 @@ class McpDirect(_Direct):
     does) before the timed checkouts; the MCP endpoint from the
     merchant's discovery profile; ``meta`` naming the profile and a fresh key.
     With ``lean``, the proxy's own lean MCP client instead
-    (``strabo.ucp._mcp_lean.LeanMcp``: one POST per call, MCP's stateless
+    (``strabo.ucp.mcp_transport.LeanMcp``: one POST per call, MCP's stateless
     revision), which tells what the bridge costs beyond the choice of client."""
 
     def __init__(self, merchant: str, lean: bool = False) -> None:
@@ -146,9 +146,7 @@ class McpDirect(_Direct):
         if endpoint is None:
             raise SystemExit(f"the merchant at {self.merchant} lists no MCP endpoint")
         if self.lean:
-            from strabo.ucp._mcp_lean import LeanMcp
-
-            lean = LeanMcp(endpoint, 10)
+            lean = mcp_transport.LeanMcp(endpoint, 10)
             self._stack.push_async_callback(lean.aclose)
             if not await lean.discover():
                 raise SystemExit(f"{endpoint} does not speak MCP's stateless revision")

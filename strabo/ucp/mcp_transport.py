@@ -199,8 +199,9 @@ class _Session:
                 self._ready.set_result(client)
                 await self._closing.wait()
         except BaseException as exc:
-            if not self._ready.done():
-                self._ready.set_exception(exc)
+            if not self._ready.done():  # closed while opening: no cancellation of the callers'
+                self._ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError(
+                    "the session was closed while it opened"))
             elif not isinstance(exc, asyncio.CancelledError):
                 log.info("MCP session to %s ended: %r", self.endpoint, exc)
             if isinstance(exc, asyncio.CancelledError):
@@ -213,6 +214,8 @@ class _Session:
 
     async def close(self) -> None:
         self._closing.set()
+        if not self._ready.done():  # still opening (a probe the server never answers):
+            self._task.cancel()  # nothing to leave cleanly, and no second timeout to wait
         try:
             async with asyncio.timeout(self.timeout):
                 await asyncio.shield(self._task)
@@ -241,6 +244,7 @@ class McpCheckout:
         self._lean: LeanMcp | None = None  # agreed with the server (discover)
         self._retired: list[LeanMcp] = []
         self._opening = asyncio.Lock()
+        self._closings = 0  # aclose()s so far: what a call opens after one is not kept
         self.calls = 0
 
     def over(self, rest: Client) -> Client:
@@ -250,8 +254,9 @@ class McpCheckout:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> McpAnswer:
         """Call ``tool``; raise NoAnswer when there is none (and drop the session)."""
+        closings = self._closings
         if self.client == "auto":
-            lean = self._lean if self._lean is not None else await self._discover()
+            lean = self._lean if self._lean is not None else await self._discover(closings)
             if lean is not None:
                 try:
                     result = await lean.call_tool(tool, arguments)
@@ -259,6 +264,8 @@ class McpCheckout:
                     log.info("MCP at %s: the SDK's client from now on (%s)", self.endpoint, why)
                     self.client = "sdk"
                     self._retire(lean)
+                    if self._closings != closings:  # aclose() meanwhile: open nothing
+                        raise NoAnswer(f"{tool} over MCP: the client was closed") from None
                 except BaseException as exc:
                     return await self._failed(exc, tool, lambda: self._forget(lean))
                 else:
@@ -295,13 +302,17 @@ class McpCheckout:
             raise NoAnswer(f"{tool} over MCP: {exc}"[:300]) from None
         raise NoAnswer(f"{tool} over MCP: {type(exc).__name__}: {exc}"[:300]) from None
 
-    async def _discover(self) -> LeanMcp | None:
+    async def _discover(self, closings: int) -> LeanMcp | None:
         """The lean client once the server has agreed to its revision; None if
         it wants the SDK's (then :attr:`client` is ``"sdk"``)."""
         async with self._opening:
             if self._lean is not None or self.client != "auto":
                 return self._lean
-            lean = LeanMcp(self.endpoint, self.timeout)
+            try:  # a profile's endpoint may be any string: "ftp://…" is no answer
+                lean = LeanMcp(self.endpoint, self.timeout)
+            except ValueError as exc:  # as the SDK's client says of it
+                raise NoAnswer(f"cannot open an MCP session at {self.endpoint}: "
+                               f"{exc}"[:300]) from None
             try:
                 async with asyncio.timeout(self.timeout):
                     agreed = await lean.discover()
@@ -317,6 +328,9 @@ class McpCheckout:
                          self.endpoint)
                 self.client = "sdk"
                 return None
+            if self._closings != closings:  # aclose() meanwhile: keep nothing open
+                await lean.aclose()
+                raise NoAnswer(f"cannot open an MCP session at {self.endpoint}: closed")
             self._lean = lean
             return lean
 
@@ -325,7 +339,8 @@ class McpCheckout:
         other calls may still be on it."""
         if self._lean is lean:
             self._lean = None
-        self._retired.append(lean)
+        if lean not in self._retired:  # concurrent calls fall back together
+            self._retired.append(lean)
 
     async def _forget(self, lean: LeanMcp) -> None:
         if self._lean is lean:
@@ -356,6 +371,7 @@ class McpCheckout:
         await session.close()
 
     async def aclose(self) -> None:
+        self._closings += 1
         session, self._session = self._session, None
         leans, self._lean, self._retired = [self._lean, *self._retired], None, []
         for lean in leans:
@@ -365,5 +381,5 @@ class McpCheckout:
             await session.close()
 
 
-__all__ = ["CLIENTS", "TOOLS", "TRANSPORTS", "McpAnswer", "McpCheckout", "arguments_of",
+__all__ = ["CLIENTS", "TOOLS", "TRANSPORTS", "LeanMcp", "McpAnswer", "McpCheckout", "arguments_of",
            "mcp_endpoint", "rebased", "tool_of"]
