@@ -2,8 +2,8 @@
 
 Why: on the proxy benchmark's machine the MCP SDK's client (``mcp.Client``
 over streamable HTTP, anyio memory streams and tasks per request, pydantic
-models both ways) costs 3.5 to 4 ms of CPU per tool call; the same call as
-one POST through the proxy's lean HTTP client costs 0.6 to 1 ms
+models both ways) costs 2 to 4 ms of CPU per tool call; the same call as
+one POST through the proxy's lean HTTP client costs 0.5 to 1.1 ms
 (``bench/proxy.py --transport mcp``, its "direct lean MCP client" against the
 SDK's ``ClientSession``; docs/proxy.md). A checkout makes four calls.
 
