@@ -372,7 +372,11 @@ async def main(quick: bool) -> None:
         f"   resident memory growth    {(after - before) / 2**20:7.1f} MiB "
         f"(from {before / 2**20:.1f} to {after / 2**20:.1f} MiB)"
     )
-    print(f"   ratio                     {(after - before) / size:7.2f}x  (target <= 2x)")
+    # The target is for the full run's 100,000 actions: the growth holds a few MiB
+    # of caches filled once (SQLite's page cache, the views), which weigh more
+    # against the quick run's 20,000 (docs/performance.md).
+    target = "target <= 2x" if memory_actions >= 100_000 else "the target, <= 2x, is the full run's"
+    print(f"   ratio                     {(after - before) / size:7.2f}x  ({target})")
 
 
 if __name__ == "__main__":
