@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from a2a.helpers.proto_helpers import get_data_parts, new_data_part, new_text_part
@@ -53,18 +53,23 @@ from a2a.types import (
     ListTasksResponse,
     Message,
     Part,
+    SendMessageRequest,
     Task,
     TaskNotFoundError,
     TaskState,
     TaskStatus,
+    UnsupportedOperationError,
 )
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from langshaw.values import whole_numbers
+from peach.a2a._guard import JsonBodies, quiet_client_mistakes
 from peach.adapter import PeachAdapter
 from peach.errors import ActionRejected, BindError, ExecutorError
 
 log = logging.getLogger("strabo.a2a")
+quiet_client_mistakes()
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
@@ -109,9 +114,13 @@ class RoleAgent:
         # A2A task id -> its enactment, while the task may get a message: dropped
         # when the task ends or its store forgets it, and bounded on its own too.
         self._roots: _Kept[str, tuple[Any, ...]] = _Kept(kept)
+        # Tasks whose terminal state was written (by a message, a cancel or the
+        # SDK), while the store holds them: the first terminal state is the only
+        # one (A2ATask's nono), so a cancel racing a completion writes nothing.
+        self._ended: set[str] = set()
         self._changed = asyncio.Event()  # set (and replaced) on every batch
         self._started = False
-        self._handlers: list[DefaultRequestHandler] = []  # whose tasks stop() ends
+        self._handlers: list[_Handler] = []  # whose tasks stop() ends
 
     # Life cycle -----------------------------------------------------------------------
 
@@ -142,6 +151,25 @@ class RoleAgent:
     def forget(self, task_id: str) -> None:
         """Stop knowing ``task_id``'s enactment: the task ended, or was forgotten."""
         self._roots.pop(task_id, None)
+
+    def end(self, task_id: str) -> bool:
+        """Claim ``task_id``'s terminal state: False if it has one already (a
+        completion and a cancel in flight at once: the first one wins)."""
+        if task_id in self._ended:
+            return False
+        self._ended.add(task_id)
+        self.forget(task_id)  # ended: no message can reach it now
+        return True
+
+    def _stored(self, task_id: str, state: int | None) -> None:
+        """The task store saved ``task_id`` in ``state``, or dropped it (None)."""
+        if state is None:
+            self.forget(task_id)
+            self._ended.discard(task_id)
+        elif state in _ENDED:  # however it ended (a cancel the SDK writes itself)
+            self.end(task_id)
+        elif task_id in self._roots:  # forgotten with the task, not before it
+            self._roots.move_to_end(task_id)
 
     def _on_batch(self, batch: Any, newly: list[tuple[Any, ...]]) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -187,9 +215,9 @@ class RoleAgent:
     def app(self) -> Starlette:
         """The ASGI app: the agent card, and JSON-RPC at ``/`` (A2A 1.0 method
         names, and 0.3's ``message/send``, ``tasks/get``... as well)."""
-        handler = DefaultRequestHandler(
+        handler = _Handler(
             agent_executor=_Executor(self),
-            task_store=_KeptTasks(self.kept, self.forget),
+            tasks=_KeptTasks(self.kept, self._stored),
             agent_card=self.agent_card(),
             interrupted_task_timeout=IDLE_RELEASE,
         )
@@ -202,7 +230,7 @@ class RoleAgent:
             *create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True),
         ]
         self._handlers.append(handler)
-        return Starlette(routes=routes)
+        return Starlette(routes=routes, middleware=[Middleware(JsonBodies)])
 
     # Acting -----------------------------------------------------------------------------
 
@@ -260,6 +288,48 @@ class RoleAgent:
             await self._changed.wait()
 
 
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler, refusing a message to an ended task before it builds the
+    task's live state: the SDK would refuse it too, but leave that state's
+    queues running, to be destroyed pending (an error logged per message). And
+    letting go of a forgotten task's live state at once."""
+
+    def __init__(self, tasks: _KeptTasks, **options: Any) -> None:
+        super().__init__(task_store=tasks, **options)
+        self._tasks, tasks.dropped = tasks, self._let_go
+
+    async def _let_go(self, task_id: str) -> None:
+        """The store forgot ``task_id``, waiting for input: its live state goes
+        now, not IDLE_RELEASE later (a flood of tasks would hold one each)."""
+        active = await self._active_task_registry.get(task_id)
+        if active is not None:
+            await active.aclose()
+
+    async def _refuse_ended(self, params: SendMessageRequest, context: ServerCallContext
+                            ) -> None:
+        task_id = params.message.task_id
+        _refuse_ended(await self._tasks.get(task_id, context) if task_id else None)
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext
+                              ) -> Task | Message:
+        await self._refuse_ended(params, context)
+        answer: Task | Message = await super().on_message_send(params, context)
+        return answer
+
+    async def on_message_send_stream(self, params: SendMessageRequest,
+                                     context: ServerCallContext) -> AsyncGenerator[Any, None]:
+        await self._refuse_ended(params, context)
+        async for event in super().on_message_send_stream(params, context):
+            yield event
+
+
+def _refuse_ended(task: Task | None) -> None:
+    """The SDK's answer to a message to an ended task."""
+    if task is not None and task.status.state in _ENDED:
+        raise UnsupportedOperationError(
+            f"Task {task.id} is in terminal state: {TaskState.Name(task.status.state)}")
+
+
 class _Executor(AgentExecutor):
     """The SDK's side: one call of :meth:`execute` per message, reporting the task's
     states as the enactment goes on."""
@@ -275,6 +345,7 @@ class _Executor(AgentExecutor):
         # A stored task is a follow-up (a new one is stored once it is reported);
         # one whose enactment is no longer known must not start a new one.
         follow_up = context.current_task is not None
+        _refuse_ended(context.current_task)  # queued behind the message that ended it
         if follow_up and task_id not in role._roots:
             raise TaskNotFoundError(
                 f"Task {task_id} is no longer followed by {role.name} (it keeps the "
@@ -292,13 +363,18 @@ class _Executor(AgentExecutor):
             answer = _message(updater, text, {"error": str(exc), "rule": exc.rule})
             if follow_up and task_id in role._roots:  # the client may try another
                 root = role._roots[task_id]
-                await updater.requires_input(
-                    _message(updater, text, {"error": str(exc), "rule": exc.rule,
-                                             "you_may": role.offers(root)}))
-            elif exc.attempted:
-                await updater.failed(answer)
-            else:
-                await updater.reject(answer)
+                offers = role.offers(root)
+                if offers and not role.adapter.is_complete(root):
+                    await updater.requires_input(_message(
+                        updater, text, {"error": str(exc), "rule": exc.rule, "you_may": offers}))
+                    return
+                # The enactment went on without this task (a message to another
+                # task named it): say why, then report it as it stands.
+                await updater.update_status(TaskState.TASK_STATE_WORKING, _message(
+                    updater, text, {"error": str(exc), "rule": exc.rule}))
+                await self._follow(updater, root)
+            elif role.end(task_id):  # unless canceled meanwhile
+                await (updater.failed if exc.attempted else updater.reject)(answer)
             return
         await updater.add_artifact(
             [new_data_part(_json({"done": done.name, "keys": done.keys,
@@ -313,6 +389,8 @@ class _Executor(AgentExecutor):
         seen = len(adapter.history(root))
         while True:
             if adapter.is_complete(root):
+                if not role.end(updater.task_id):
+                    return  # canceled meanwhile: that state stands
                 done = [{"seq": s, "action": i.name, "by": who, "bindings": i.bindings}
                         for s, i, who in adapter.history(root)]
                 await updater.add_artifact([new_data_part(_json({"history": done}))],
@@ -320,7 +398,6 @@ class _Executor(AgentExecutor):
                 await updater.complete(_message(
                     updater, f"{adapter.protocol.name} {adapter.keys_of(root)} is complete",
                     {"keys": adapter.keys_of(root), "complete": True}))
-                role.forget(updater.task_id)  # ended: no message can reach it now
                 return
             offers = role.offers(root)
             if offers:
@@ -342,10 +419,11 @@ class _Executor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         updater = TaskUpdater(event_queue, str(context.task_id), str(context.context_id))
+        if not self.role.end(updater.task_id):
+            return  # it completed (or failed) just before: that state stands
         await updater.cancel(_message(
             updater, "stopped following the enactment; nothing was attempted, and the "
             "enactment goes on for the other agents", {"canceled": True}))
-        self.role.forget(updater.task_id)
 
 
 K = TypeVar("K")
@@ -374,25 +452,28 @@ class _Kept(OrderedDict[K, V], Generic[K, V]):
 class _KeptTasks(TaskStore):
     """The SDK's in-memory task store, holding the ``bound`` tasks saved last
     (each update saves its task). A task it drops is deleted, so the SDK answers
-    a message or ``tasks/get`` naming it with TaskNotFoundError, and ``forget``
-    tells the agent to drop its enactment too."""
+    a message or ``tasks/get`` naming it with TaskNotFoundError, and ``stored``
+    tells the agent (of each save too: a task kept keeps its enactment)."""
 
-    def __init__(self, bound: int, forget: Callable[[str], None]) -> None:
+    def __init__(self, bound: int, stored: Callable[[str, int | None], None]) -> None:
         self._tasks = InMemoryTaskStore()
         self._order: OrderedDict[str, ServerCallContext] = OrderedDict()  # by last save
         self.bound = bound
-        self._forget = forget
+        self._stored = stored  # told of each save (the task's state) and drop (None)
+        self.dropped: Callable[[str], Awaitable[None]] | None = None  # the handler's
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await self._tasks.save(task, context)
         self._order[task.id] = context  # the owner the store files it under
         self._order.move_to_end(task.id)
-        if task.status.state in _ENDED:  # however it ended (a cancel the SDK
-            self._forget(task.id)  # writes itself, a failure): no message follows
+        self._stored(task.id, task.status.state)
         while len(self._order) > self.bound:
             old, saved_by = self._order.popitem(last=False)
+            gone = await self._tasks.get(old, saved_by)
             await self._tasks.delete(old, saved_by)
-            self._forget(old)
+            self._stored(old, None)
+            if self.dropped and gone and gone.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+                await self.dropped(old)  # parked: no client waits on it
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         return await self._tasks.get(task_id, context)
@@ -404,7 +485,7 @@ class _KeptTasks(TaskStore):
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         self._order.pop(task_id, None)
         await self._tasks.delete(task_id, context)
-        self._forget(task_id)
+        self._stored(task_id, None)
 
 
 def _message(updater: TaskUpdater, text: str, data: dict[str, Any]) -> Message:
