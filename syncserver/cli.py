@@ -51,6 +51,10 @@ has committed to the SQLite file (concurrent attempts share a commit).
 Several servers: with --db postgresql://USER@HOST/DB, any number of servers
 share one log in PostgreSQL and serve the same MASes; any of them accepts any
 attempt and streams every batch (docs/syncserver.md, "Several servers").
+
+Examples (from a clone of the repository; Ctrl-C stops the server):
+  strabo syncserver --config samples/purchase/mas.toml --db purchase.db
+  strabo syncserver --config samples/purchase/mas.toml --db :memory: --policy batched
 """
 
 
@@ -122,8 +126,15 @@ def run(args: argparse.Namespace) -> int:
     from syncserver.app import create_app
     from syncserver.config import ConfigError, load_config
     from syncserver.server import SyncServer
-    from syncserver.store import StoreError, redact
+    from syncserver.store import StoreError, is_url, redact
 
+    if args.db and "://" in args.db and not is_url(args.db):
+        # Else 'mysql://h/db' is taken for a SQLite path and refused as a missing
+        # directory 'mysql:', which hides what is wrong: the kind of database.
+        scheme = args.db.split("://", 1)[0]
+        print(f"strabo syncserver: --db {scheme}://...: a SQLite file or a postgresql:// "
+              "URL, no other database", file=sys.stderr)
+        return 2
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -436,9 +436,11 @@ def _roles(args: argparse.Namespace) -> list[tuple[Any, str]]:
 def _goal(args: argparse.Namespace) -> str:
     if args.goal_file:
         try:
-            goal = Path(args.goal_file).read_text()
+            goal = Path(args.goal_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read {args.goal_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:  # a binary file, say: one line, not a traceback
+            raise UsageError(f"cannot read {args.goal_file}: not UTF-8 text") from None
     else:
         goal = args.goal or ""
     if not goal.strip():
@@ -529,6 +531,8 @@ def _mandate(path: str | None, pairs: list[tuple[Any, str]]) -> Any:
         return read_mandate(path, list({p.name: p for p, _ in pairs}.values()), roles)
     except MandateError as exc:
         raise UsageError("--mandate: " + "\n  ".join(exc.problems)) from None
+    except UnicodeDecodeError:  # read_mandate lets it through: not a traceback here
+        raise UsageError(f"--mandate: {path}: not UTF-8 text") from None
 
 
 def _approver(
