@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from strabo.ucp.a2a_tools import CHOICES
-from syncserver.options import DONE, FAILED, USAGE, positive, silence_stdout
+from syncserver.options import DONE, positive, silence_stdout
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -56,7 +56,14 @@ give its base URL with --merchant; it must publish its UCP profile at
 bundled merchant do), or the product --product names: then the buyer also
 carries a shipping address, for a merchant that takes it with the buyer's
 details (Google's A2A business agent: --product BISC-001). Exit status 2 when
-what answers is not a UCP merchant.
+a URL given is not a URL or what answers is not a UCP merchant, 1 when nothing
+answers.
+
+Examples:
+  strabo demo                     # REST, the bundled merchant, a SyncServer
+  strabo demo --transport mcp     # checkout over the merchant's MCP tools
+  strabo demo --merchant http://127.0.0.1:8182
+  strabo demo --executor peer     # no SyncServer: the two agents are peers
 """
 
 
@@ -120,7 +127,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the public URL of the Platform profile the proxy names in UCP-Agent, for a "
         "merchant that cannot reach loopback (publish the proxy's profile there); default: "
-        "the proxy serves it on loopback",
+        "the proxy serves it on loopback. It must answer; the order's webhooks are then "
+        "not followed (a published profile cannot name this run's receiver)",
     )
     parser.add_argument(
         "--executor",
@@ -167,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     if args.transport == "mcp" and args.ucp_version == "2026-01-11":
         problem = "--transport mcp needs UCP 2026-04-08 (2026-01-11 has no MCP checkout)"
     problem = _dialect_problem(args.transport, args.a2a_dialect) or problem
+    problem = _urls_problem(args.merchant, args.platform_profile) or problem
     if problem:
         print(f"strabo demo: {problem}", file=sys.stderr)
         return 2
@@ -178,6 +187,13 @@ def run(args: argparse.Namespace) -> int:
              platform_profile=args.platform_profile, transport=args.transport,
              product=args.product, a2a_dialect=args.a2a_dialect)
     )
+
+
+def _urls_problem(merchant: str | None, platform_profile: str | None) -> str | None:
+    from strabo._demo_checks import url_problem
+
+    return url_problem("--merchant", merchant) or url_problem(
+        "--platform-profile", platform_profile)
 
 
 def _product_problem(protocol: str, product: str | None, merchant: str | None) -> str | None:
@@ -250,8 +266,10 @@ async def demo(
         raise ValueError("a finalization policy is the SyncServer's: give none with peer")
     problem = _outcome_problem(protocol_name, outcome, merchant) or _product_problem(
         protocol_name, product, merchant) or _dialect_problem(transport, a2a_dialect)
+    problem = problem or _urls_problem(merchant, platform_profile)
     if problem:
         raise ValueError(problem)
+    from strabo import _demo_checks
     from strabo.ucp.a2a_tools import forced
 
     forced(a2a_dialect)  # ValueError for a dialect not in CHOICES, before anything starts
@@ -316,11 +334,14 @@ async def demo(
         kind += f", checkout over {WIRES[transport]}" if transport in WIRES else ""
         kind += f", {a2a_dialect} dialect (forced)" if a2a_dialect != "auto" else ""
         trace(f"  merchant    {merchant_url} ({kind})\n")
-        if merchant:
-            problem, status = await _profile_problem(merchant_url)
-            if problem:
-                print(f"strabo demo: {problem}", file=sys.stderr)
-                return status
+        problem, status = (await _demo_checks.profile_problem(merchant_url, seconds)
+                           if merchant else (None, DONE))
+        if platform_profile and not problem:  # else the merchant would wait on it, or refuse
+            problem, status = await _demo_checks.platform_profile_problem(
+                platform_profile, seconds)
+        if problem:
+            print(f"strabo demo: {problem}", file=sys.stderr)
+            return status
 
         proxy = make_proxy(executors["business"], merchant_url, transport=transport)
         proxy.platform_profile = platform_profile
@@ -329,11 +350,14 @@ async def demo(
         from strabo.ucp import order_demo  # the order through to delivery (UCPOrder)
 
         done = await order_demo.stage(
-            stack, proxy, done, failures, trace, merchant_url=merchant_url, seconds=seconds,
-            secret=None if merchant or outcome != "completed"
+            stack, proxy, done, failures, trace,
+            merchant_url=merchant_url, seconds=seconds,
+            secret=None if merchant or outcome != "completed" or platform_profile
             else merchant_of(bundled).simulation_secret,
             version=ucp_version or "2026-01-11", peer=executor == "peer")
         platform.listeners.append(lambda batch, newly: _print_batch(trace, batch))
+        # An ending with no order is final: the order stage would wait for nothing.
+        ended = _demo_checks.ending(platform, protocol)
         proxy.http_listeners.append(lambda event: _print_http(trace, event, transport))
 
         @proxy.on_error
@@ -355,15 +379,13 @@ async def demo(
             peer.refusal_listeners.append(refusals(name))
 
         async with proxy, platform:
-            ended = asyncio.ensure_future(done.wait())
-            gone = asyncio.ensure_future(trace.gone.wait())
-            await asyncio.wait({ended, gone}, timeout=seconds,
-                               return_when=asyncio.FIRST_COMPLETED)
-            for waiter in (ended, gone):
+            waiters = [asyncio.ensure_future(e.wait()) for e in (done, ended, trace.gone)]
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waiters:
                 waiter.cancel()
             if trace.gone.is_set():
                 return DONE  # the reader went away (| head): nothing more to show
-            if not done.is_set():
+            if not (done.is_set() or ended.is_set()):
                 failures.append(f"the checkout did not complete within {seconds:g} s")
             await platform.drain()
             await _delivered(list(peers.values()))
@@ -380,7 +402,7 @@ async def demo(
         failures += _unsaid(history, proxy)
         if failures or not any(i.name == "Completed" for i in history):
             print("\nThe checkout did not complete:", file=sys.stderr)
-            for failure in failures or ["the merchant refused it (see above)"]:
+            for failure in failures or [_demo_checks.refused(history)]:
                 print(f"  {failure}", file=sys.stderr)
             return 1
         checkout = next(i["id"] for i in history if i.name == "Created")
@@ -512,44 +534,18 @@ def _print_http(trace: _Trace, event: Any, transport: str = "rest") -> None:
     request sent over MCP or A2A, the transport and the tool or action it was
     sent as (the route's path is REST's, not what went on the wire)."""
     from strabo.ucp.mcp_transport import tool_of
+    from strabo.ucp.order_demo import fit
 
     status = event.status if event.status is not None else f"no answer ({event.error})"
     retry = f"  (try {event.attempt})" if event.attempt > 1 else ""
     found = tool_of(event.method, event.path) if transport in WIRES else None
     if found is None:
-        what = f"HTTP {event.method:<5} {event.path:<60}"
+        what = f"HTTP {event.method:<5} {fit(event.path, 64)}"
     else:
         tool, checkout = found
         label = f"{tool} {checkout}" if checkout else tool
-        what = f"{WIRES[transport]:<4} {label:<66}"
+        what = f"{WIRES[transport]:<4} {fit(label, 70)}"
     trace(f"       {what} {status}  {event.seconds * 1000:.1f} ms{retry}")
-
-
-async def _profile_problem(url: str) -> tuple[str | None, int]:
-    """Why ``url`` is not a UCP merchant the demo can use (and the exit status:
-    1 when nothing answers, 2 when what answers is not a UCP merchant), or None.
-    Asked before the checkout starts, so that a wrong URL is one line naming the
-    request that failed, not a failed checkout."""
-    import httpx
-
-    profile = url.rstrip("/") + "/.well-known/ucp"
-    try:
-        async with httpx.AsyncClient(timeout=5) as client:
-            response = await client.get(profile)
-    except httpx.HTTPError as exc:
-        return f"no UCP merchant answers at {url} ({type(exc).__name__}: {exc})", FAILED
-    if response.status_code != 200:
-        return (f"{url} is not a UCP merchant: GET /.well-known/ucp answered "
-                f"{response.status_code} {response.reason_phrase} (a UCP merchant publishes "
-                "its profile there)", USAGE)
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or not isinstance(body.get("ucp"), dict):
-        return (f"{url} is not a UCP merchant: GET /.well-known/ucp answered something "
-                "that is not a UCP profile (a JSON object with a 'ucp' object)", USAGE)
-    return None, DONE
 
 
 async def _session(url: str, checkout: str, hook: Any, request: Any) -> dict[str, Any]:

@@ -133,8 +133,17 @@ async def _through_delivery(watcher: OrderWatcher, office: _BackOffice,
 
 def _show(watcher: OrderWatcher, oid: str, name: str, trace: Callable[[str], None]) -> None:
     instance = watcher.instance(oid, name)
-    if instance is not None:
-        trace(f"       {watcher.describe(instance):<40} seen by the Platform")
+    if instance is not None:  # an event id the merchant chose may be long: cut to the column
+        trace(f"       {fit(watcher.describe(instance), 40)} seen by the Platform")
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` padded to ``width``, or cut to it with ``...`` (a closing
+    parenthesis kept), so that what follows on the line stays in its column."""
+    if len(text) <= width:
+        return f"{text:<{width}}"
+    tail = ")" if text.endswith(")") else ""
+    return text[: width - 3 - len(tail)] + "..." + tail
 
 
 def _name_profile(proxy: ProxyAdapter, profile: str) -> None:
