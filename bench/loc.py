@@ -6,6 +6,7 @@ not docstrings (the README compares the UCP agents with the Strabo paper's Table
 
 from __future__ import annotations
 
+import argparse
 import io
 import sys
 import tokenize
@@ -43,8 +44,36 @@ def loc(path: str) -> int:
     return len(code - docstrings)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Print each file's count, as ``  64  path`` (the README quotes this format);
+    1 if a file cannot be read or is not Python, after counting the others."""
+    parser = argparse.ArgumentParser(
+        prog="bench/loc.py",
+        description="Count the lines of code of Python files: the lines holding code, "
+        "not blank lines, not comments, not docstrings (a string standing alone as a "
+        "statement). A line holding code and a comment counts; a statement over "
+        "several lines counts each of them.",
+        epilog="example: .venv/bin/python bench/loc.py strabo/ucp/*.py",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="a Python source file")
+    args = parser.parse_args(argv)
+    status = 0
+    for name in args.files:
+        try:
+            count = loc(name)
+        except (OSError, UnicodeDecodeError, SyntaxError, tokenize.TokenError) as exc:
+            if isinstance(exc, OSError):
+                reason = exc.strerror or str(exc)
+            elif isinstance(exc, UnicodeDecodeError):
+                reason = "not UTF-8 text"
+            else:
+                reason = f"not Python: {exc}"
+            print(f"bench/loc.py: {name}: {reason}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"{count:5d}  {name}")
+    return status
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    for name in sys.argv[1:]:
-        print(f"{loc(name):5d}  {name}")
+    sys.exit(main())

@@ -37,6 +37,12 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "a2a": ("peach.a2a.cli", "serve one agent's role in a protocol as an A2A agent", ""),
 }
 
+STOPPING = """\
+stopping a server (syncserver, merchant, mcp --transport http, a2a):
+  SIGTERM (docker stop, systemd, kill) and Ctrl-C stop it gracefully: it stops
+  taking requests, finishes those in flight (5 s at most), closes its stores,
+  and exits 0 (SIGTERM: a stop asked for) or 130 (Ctrl-C: interrupted)."""
+
 
 class _Parser(argparse.ArgumentParser):
     """A parser whose usage errors are one line, naming the verb's own help."""
@@ -54,7 +60,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="strabo",
         description="Declarative interaction protocols and the agents that enact them.",
-        epilog=EXIT_STATUSES,
+        epilog=f"{EXIT_STATUSES}\n\n{STOPPING}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from strabo import __version__

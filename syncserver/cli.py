@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -14,7 +13,8 @@ if TYPE_CHECKING:
     from syncserver.limits import Limits
 from typing import Any
 
-from syncserver.options import INTERRUPTED, USAGE, count, port, positive
+from syncserver.options import USAGE, count, port, positive
+from syncserver.stopping import stop_on_signals
 
 DESCRIPTION = """\
 Run a SyncServer: the shared social state of every enactment of the
@@ -154,8 +154,6 @@ def run(args: argparse.Namespace) -> int:
     )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
-    received: list[int] = []  # the signals that stopped the server
-
     class Uvicorn(uvicorn.Server):
         async def shutdown(self, sockets: list[Any] | None = None) -> None:
             server.close_streams()  # end event streams first, or they hold the shutdown
@@ -163,20 +161,10 @@ def run(args: argparse.Namespace) -> int:
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
-            # SIGINT and SIGTERM end serve() gracefully, and that is all: uvicorn
-            # would raise the signal again once serve() returns, killing the
-            # process before server.stop() checkpoints the store.
-            def stop(sig: int, frame: Any) -> None:
-                received.append(sig)
-                self.handle_exit(sig, frame)
-
-            handled = (signal.SIGINT, signal.SIGTERM)
-            previous = {sig: signal.signal(sig, stop) for sig in handled}
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
+            # Signals are main()'s (stop_on_signals): uvicorn would raise the one
+            # it caught again once serve() returns, killing the process before
+            # server.stop() checkpoints the store.
+            yield
 
     async def main() -> int:
         try:
@@ -205,19 +193,22 @@ def run(args: argparse.Namespace) -> int:
         )
         systems = ", ".join(f"{m.name} ({', '.join(m.protocols)})" for m in config.mas.values())
         port = listener.getsockname()[1]
-        print(
-            f"strabo syncserver: {systems}; policy {server.policy}; store {redact(db)}; "
-            f"listening on http://{args.host}:{port}",
-            flush=True,
-        )
-        try:
-            await uv.serve(sockets=[listener])
-        finally:
-            await server.stop()  # the SQLite store checkpoints its WAL here
-            listener.close()
+        # SIGINT and SIGTERM end serve() gracefully (a second Ctrl-C forces it:
+        # uvicorn's handle_exit), caught before the line that says it listens.
+        with stop_on_signals(lambda sig: uv.handle_exit(sig, None)) as stopping:
+            print(
+                f"strabo syncserver: {systems}; policy {server.policy}; store {redact(db)}; "
+                f"listening on http://{args.host}:{port}",
+                flush=True,
+            )
+            try:
+                await uv.serve(sockets=[listener])
+            finally:
+                await server.stop()  # the SQLite store checkpoints its WAL here
+                listener.close()
         print("strabo syncserver: stopped", file=sys.stderr, flush=True)
-        # Ctrl-C is "interrupted", as for every verb; SIGTERM asks for a stop.
-        return INTERRUPTED if signal.SIGINT in received else 0
+        # Ctrl-C is "interrupted", as for every verb; SIGTERM asks for a stop (0).
+        return stopping.status()
 
     return asyncio.run(main())
 

@@ -461,6 +461,8 @@ def read_mandate(
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MandateError([f"{path}: cannot read it: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError:  # a binary file, or another encoding's text
+        raise MandateError([f"{path}: not UTF-8 text"]) from None
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:

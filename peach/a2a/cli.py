@@ -94,11 +94,11 @@ async def run_a2a(
     """The command's body. ``on_ready`` gets ``{"syncserver": URL, "a2a": URL}``
     once clients can connect; ``stop`` ends the serving, as Ctrl-C does."""
     import contextlib
-    import signal
 
     from peach import ExecutorError, PeachAdapter
     from peach.llm.cli import UsageError
     from syncserver.serving import serve
+    from syncserver.stopping import stop_on_signals
 
     try:
         from peach.a2a.server import RoleAgent
@@ -126,22 +126,19 @@ async def run_a2a(
             raise UsageError(f"cannot serve on {args.host}:{args.port}: "
                              f"{exc.strerror or exc}") from None
         agent.url = base
-        print(f"strabo a2a: {role_name} of {protocol.name} as {name}, at {base} "
-              f"(card: {base}/.well-known/agent-card.json)", file=out, flush=True)
         stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-        try:
-            if on_ready is not None:
-                result = on_ready({"syncserver": url, "a2a": base})
-                if inspect.isawaitable(result):
-                    await result
-            await stop.wait()
-        finally:
-            await agent.stop()  # ends the tasks following an enactment
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.remove_signal_handler(sig)
-    return 0
+        # Ctrl-C and SIGTERM stop the serving gracefully (syncserver.stopping),
+        # caught before the line that says it is ready: then 130 for Ctrl-C, as
+        # every verb, and 0 for SIGTERM.
+        with stop_on_signals(lambda sig: stop.set()) as stopping:
+            print(f"strabo a2a: {role_name} of {protocol.name} as {name}, at {base} "
+                  f"(card: {base}/.well-known/agent-card.json)", file=out, flush=True)
+            try:
+                if on_ready is not None:
+                    result = on_ready({"syncserver": url, "a2a": base})
+                    if inspect.isawaitable(result):
+                        await result
+                await stop.wait()
+            finally:
+                await agent.stop()  # ends the tasks following an enactment
+    return stopping.status()

@@ -30,7 +30,8 @@ Where the social state lives:
 
 Transports: --transport stdio (the default: the client starts this command and
 speaks MCP on its stdin and stdout; everything else goes to stderr) or
---transport http (streamable HTTP at http://HOST:PORT/mcp, until Ctrl-C).
+--transport http (streamable HTTP at http://HOST:PORT/mcp, until Ctrl-C or
+SIGTERM).
 --auth-token makes every HTTP request carry 'Authorization: Bearer TOKEN'; it
 is required to listen elsewhere than on loopback.
 
@@ -111,12 +112,12 @@ async def run_mcp(
     (``mcp`` with http only) once clients can connect; with http, ``stop`` (an
     ``asyncio.Event``) ends the serving, as Ctrl-C does."""
     import contextlib
-    import signal
 
     from peach import ExecutorError, PeachAdapter
     from peach.llm.cli import UsageError
     from peach.mcp.server import RoleServer
     from syncserver.serving import serve
+    from syncserver.stopping import stop_on_signals
 
     protocol, role_name, name, pairs = one_role(args, "mcp")
     stdio = args.transport == "stdio"
@@ -168,24 +169,21 @@ async def run_mcp(
             raise UsageError(f"cannot serve on {args.host}:{args.port}: "
                              f"{exc.strerror or exc}") from None
         ready["mcp"] = base + args.path
-        print(f"strabo mcp: {role_name} of {protocol.name} as {name}, at {ready['mcp']}",
-              file=out, flush=True)
         stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-        try:
-            await _ready(on_ready, ready)
-            await stop.wait()
-        finally:
-            # Clients waiting for events, or keeping a stream open, are let go at
-            # once: the HTTP server then stops without waiting for them.
-            await role.close_sessions()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.remove_signal_handler(sig)
-    return 0
+        # Ctrl-C and SIGTERM stop the serving gracefully (syncserver.stopping),
+        # caught before the line that says it is ready: then 130 for Ctrl-C, as
+        # every verb, and 0 for SIGTERM.
+        with stop_on_signals(lambda sig: stop.set()) as stopping:
+            print(f"strabo mcp: {role_name} of {protocol.name} as {name}, at {ready['mcp']}",
+                  file=out, flush=True)
+            try:
+                await _ready(on_ready, ready)
+                await stop.wait()
+            finally:
+                # Clients waiting for events, or keeping a stream open, are let go
+                # at once: the HTTP server then stops without waiting for them.
+                await role.close_sessions()
+    return stopping.status()
 
 
 async def _ready(

@@ -7,7 +7,11 @@ in :func:`run`, so building the ``strabo`` command line stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 DESCRIPTION = """\
 Run the bundled UCP merchant: UCP checkout for a small flower shop, with
@@ -145,17 +149,59 @@ def run(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     base = f"http://{shown}:{port}"
-    print(f"UCP merchant listening on {base}", flush=True)
-    print(f"  discovery: {base}/.well-known/ucp", flush=True)
-    for line in _transports(app, args.ucp_version, base):
-        print(f"  {line}", flush=True)
-    print(f"  simulation secret: {merchant_of(app).simulation_secret}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level))
+    server = _server(uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=5))
+    with _stop_on_signals(server) as received:  # before the lines that say it is ready
+        print(f"UCP merchant listening on {base}", flush=True)
+        print(f"  discovery: {base}/.well-known/ucp", flush=True)
+        for line in _transports(app, args.ucp_version, base):
+            print(f"  {line}", flush=True)
+        print(f"  simulation secret: {merchant_of(app).simulation_secret}", flush=True)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
+    print("strabo merchant: stopped", file=sys.stderr, flush=True)
+    # Ctrl-C is "interrupted" (130), as for every verb; SIGTERM asks for a stop (0).
+    return 130 if signal.SIGINT in received else 0
+
+
+@contextlib.contextmanager
+def _stop_on_signals(server: Any) -> Iterator[list[int]]:
+    """SIGINT and SIGTERM stop ``server`` gracefully (requests in flight finish,
+    for 5 s at most; the lifespan closes the MCP and A2A transports) and are
+    recorded in the list yielded. Python would end the process at once on
+    SIGTERM (status 143, ``finally`` blocks skipped), and uvicorn, once shut
+    down, raises the signal it caught again, to the same effect: not what a
+    supervisor (``docker stop``, systemd) expects of a clean stop. This is
+    ``syncserver.stopping``'s convention, restated: the merchant imports
+    nothing of the engine."""
+    received: list[int] = []
+
+    def stop(sig: int, frame: Any) -> None:
+        received.append(sig)
+        server.handle_exit(sig, frame)  # a second Ctrl-C forces the stop
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread: none to catch
+            previous[sig] = signal.signal(sig, stop)
     try:
-        server.run(sockets=[sock])
+        yield received
     finally:
-        sock.close()
-    return 0
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _server(config: Any) -> Any:
+    """A uvicorn server that leaves signals to :func:`_stop_on_signals`."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Server(config)
 
 
 def _transports(app: object, version: str, base: str) -> list[str]:

@@ -179,14 +179,17 @@ class Catalog(_Strict):
 def load_catalog(path: str | Path | None = None) -> Catalog:
     """Read a catalog file (the bundled one when ``path`` is None).
 
-    Raises :class:`CatalogError` with a one-line reason for a missing file, bad JSON
-    or a file that is not a catalog, so command-line users see no traceback.
+    Raises :class:`CatalogError` with a one-line reason for a missing file, a file
+    that is not UTF-8 text, bad JSON or a file that is not a catalog, so
+    command-line users see no traceback.
     """
     file = Path(path) if path is not None else DEFAULT_CATALOG
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise CatalogError(f"cannot read catalog {file}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:  # a binary file, or another encoding's text
+        raise CatalogError(f"cannot read catalog {file}: not UTF-8 text") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
