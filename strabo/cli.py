@@ -38,7 +38,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 STOPPING = """\
-stopping a server (syncserver, merchant, mcp --transport http, a2a):
+stopping a server (syncserver, merchant, mcp, a2a; mcp over stdio when its
+  stdin is a pipe, as when a client starts it):
   SIGTERM (docker stop, systemd, kill) and Ctrl-C stop it gracefully: it stops
   taking requests, finishes those in flight (5 s at most), closes its stores,
   and exits 0 (SIGTERM: a stop asked for) or 130 (Ctrl-C: interrupted)."""

@@ -12,9 +12,12 @@ others.
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import io
 import json
 import os
+import stat
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -23,7 +26,7 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-__all__ = ["serve_stdio"]
+__all__ = ["serve_stdio", "stdin_is_a_pipe"]
 
 
 class _CheckedLines:
@@ -79,15 +82,49 @@ def _error(ident: str | int | None, code: int, message: str) -> types.JSONRPCErr
     )
 
 
+def stdin_is_a_pipe() -> bool:
+    """Whether fd 0 is a pipe or a socket, as when an MCP client starts the
+    command (not a terminal or a file)."""
+    try:
+        mode = os.fstat(0).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+async def _pipe_lines(fd: int) -> AsyncIterator[str]:
+    """The lines of pipe ``fd``, read by the event loop: a read that waits can be
+    cancelled (a worker thread blocked in ``read`` cannot, so a stop would wait
+    for the client's next line). Undecodable bytes are replaced, as before."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**31 - 1)  # lines of any length, as the SDK takes
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0))
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    try:
+        while line := await reader.readline():
+            yield decode(line)
+    finally:
+        transport.close()
+
+
 async def serve_stdio(server: Any) -> None:
-    """Run ``server`` (an SDK ``Server``) on this process's stdin and stdout."""
+    """Run ``server`` (an SDK ``Server``) on this process's stdin and stdout.
+    Where stdin is a pipe, the loop reads it, so that cancelling the serving (a
+    SIGTERM, ``strabo mcp``) ends it at once; a terminal or a file is read in a
+    worker thread, as the SDK does."""
     # A duplicate of fd 0, read here: the SDK still points fd 1 at stderr while
     # serving, so stray prints miss the wire.
-    raw = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
-    checked = _CheckedLines(anyio.wrap_file(raw))
+    if stdin_is_a_pipe():
+        raw = None
+        checked = _CheckedLines(_pipe_lines(os.dup(0)))
+    else:
+        raw = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
+        checked = _CheckedLines(anyio.wrap_file(raw))
     try:
         async with stdio_server(stdin=cast(Any, checked)) as (read, write):
             checked.answer = write
             await server.run(read, write, server.create_initialization_options())
     finally:
-        raw.close()
+        if raw is not None:
+            raw.close()

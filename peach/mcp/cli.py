@@ -29,7 +29,8 @@ Where the social state lives:
                                agents (--peer) join it with tokens NAME-secret
 
 Transports: --transport stdio (the default: the client starts this command and
-speaks MCP on its stdin and stdout; everything else goes to stderr) or
+speaks MCP on its stdin and stdout, until it closes stdin, Ctrl-C or SIGTERM;
+everything else goes to stderr) or
 --transport http (streamable HTTP at http://HOST:PORT/mcp, until Ctrl-C or
 SIGTERM).
 --auth-token makes every HTTP request carry 'Authorization: Bearer TOKEN'; it
@@ -155,11 +156,8 @@ async def run_mcp(
             return 1
         ready = {"syncserver": url}
         if stdio:
-            print(f"strabo mcp: {role_name} of {protocol.name} as {name}, over stdio",
-                  file=out, flush=True)
-            await _ready(on_ready, ready)
-            await role.serve_stdio()
-            return 0
+            return await _serve_stdio(role, f"strabo mcp: {role_name} of {protocol.name} as "
+                                      f"{name}, over stdio", on_ready, ready)
         app = role.http_app(path=args.path, host=args.host, token=args.auth_token)
         try:
             base = await stack.enter_async_context(
@@ -183,6 +181,37 @@ async def run_mcp(
                 # Clients waiting for events, or keeping a stream open, are let go
                 # at once: the HTTP server then stops without waiting for them.
                 await role.close_sessions()
+    return stopping.status()
+
+
+async def _serve_stdio(
+    role: Any, line: str,
+    on_ready: Callable[[dict[str, str]], Awaitable[Any] | None] | None, ready: dict[str, str],
+) -> int:
+    """Serve over stdio until the client closes stdin (0). Where stdin is a pipe
+    (a client started the command), SIGTERM and Ctrl-C stop it at once, with the
+    statuses of the servers (0, 130; syncserver.stopping); a terminal's read
+    cannot be cut short, so there Ctrl-C interrupts as Python does (130)."""
+    from peach.mcp._stdio import stdin_is_a_pipe
+    from syncserver.stopping import stop_on_signals
+
+    if not stdin_is_a_pipe():
+        print(line, file=sys.stderr, flush=True)
+        await _ready(on_ready, ready)
+        await role.serve_stdio()
+        return 0
+    serving = asyncio.ensure_future(role.serve_stdio())
+    try:
+        with stop_on_signals(lambda sig: serving.cancel()) as stopping:
+            print(line, file=sys.stderr, flush=True)
+            try:
+                await _ready(on_ready, ready)
+                await serving
+            except asyncio.CancelledError:
+                if not stopping.received:
+                    raise
+    finally:
+        serving.cancel()  # a ready hook that failed: stop serving too
     return stopping.status()
 
 

@@ -38,6 +38,9 @@ SERVERS = {
     "mcp over http": (["mcp", *PURCHASE, "--transport", "http"],
                       "stdout", "strabo mcp: Buyer of Purchase as buyer, at http://"),
     "a2a": (["a2a", *PURCHASE], "stdout", "strabo a2a: Buyer of Purchase as buyer, at http://"),
+    # stdin a pipe, as when an MCP client starts it: read by the loop, so a stop is at once
+    "mcp over stdio": (["mcp", *PURCHASE], "stderr",
+                       "strabo mcp: Buyer of Purchase as buyer, over stdio"),
 }
 
 
@@ -99,7 +102,7 @@ async def test_a_server_stops_gracefully_with_the_documented_status(
 def test_help_documents_how_a_server_stops() -> None:
     out = subprocess.run([sys.executable, "-m", "strabo.cli", "--help"], capture_output=True,
                          text=True, timeout=120, cwd=ROOT).stdout
-    assert "stopping a server (syncserver, merchant, mcp --transport http, a2a):" in out
+    assert "stopping a server (syncserver, merchant, mcp, a2a; mcp over stdio when its" in out
     assert "exits 0 (SIGTERM: a stop asked for) or 130 (Ctrl-C: interrupted)" in out
 
 
