@@ -10,8 +10,9 @@ Python's defaults do neither: SIGTERM ends the process at once (status 143,
 no ``finally`` run, no store closed), and uvicorn, once shut down, raises the
 signal it caught again, which does the same.
 
-``strabo syncserver``, ``strabo mcp`` and ``strabo a2a`` share this;
-``strabo merchant`` restates it (the merchant imports nothing of the engine).
+``strabo syncserver``, ``strabo mcp``, ``strabo a2a`` and ``strabo agent`` (whose
+run a stop ends, the agent saying why in its report) share this; ``strabo
+merchant`` restates it (the merchant imports nothing of the engine).
 """
 
 from __future__ import annotations

@@ -200,11 +200,11 @@ async def run_agent(
     import asyncio
     import contextlib
     import inspect
-    import signal
 
     from peach import ExecutorError, PeachAdapter, SyncExecutor
     from peach.llm import Budget, LLMAgent, LLMError
     from peach.llm._providers import default_model, missing_key, provider_of
+    from syncserver.stopping import stop_on_signals
 
     pairs = _roles(args)
     goal = _goal(args)
@@ -284,35 +284,25 @@ async def run_agent(
             ready = on_ready(url)
             if inspect.isawaitable(ready):
                 await ready
-        loop = asyncio.get_running_loop()
-        interrupted: list[int] = []
-
-        def interrupt(sig: int) -> None:
-            interrupted.append(sig)
-            agent.stop("interrupted")
-
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, interrupt, sig)
-        plays = ", ".join(f"{a.role} in {a.protocol.name}" for a in adapters)
-        print(f"strabo agent: {name} plays {plays}; it acts when the protocol enables it, "
-              f"and stops at completion, after --max-seconds {args.max_seconds:g}, or on "
-              "Ctrl-C", flush=True)
-        notes = asyncio.create_task(_idle_notes(adapters))
-        try:
-            report = await agent.run()
-        except LLMError as exc:
-            raise UsageError(str(exc)) from None
-        except ExecutorError as exc:
-            named = "named" in str(exc)
-            hint = " (give --name: the agent the token authenticates)" if named else ""
-            print(f"strabo agent: {exc}{hint}", file=sys.stderr)
-            return 1
-        finally:
-            notes.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.remove_signal_handler(sig)
+        # Ctrl-C and SIGTERM stop the run (the agent says why in its report), as
+        # they stop the servers (syncserver.stopping): 130 after Ctrl-C.
+        with stop_on_signals(lambda sig: agent.stop("interrupted")) as stopping:
+            plays = ", ".join(f"{a.role} in {a.protocol.name}" for a in adapters)
+            print(f"strabo agent: {name} plays {plays}; it acts when the protocol enables "
+                  f"it, and stops at completion, after --max-seconds {args.max_seconds:g}, "
+                  "or on Ctrl-C", flush=True)
+            notes = asyncio.create_task(_idle_notes(adapters))
+            try:
+                report = await agent.run()
+            except LLMError as exc:
+                raise UsageError(str(exc)) from None
+            except ExecutorError as exc:
+                named = "named" in str(exc)
+                hint = " (give --name: the agent the token authenticates)" if named else ""
+                print(f"strabo agent: {exc}{hint}", file=sys.stderr)
+                return 1
+            finally:
+                notes.cancel()
     print(f"strabo agent: {report}")
     for rule, message in sorted(report.first_rejection.items()):
         print(f"  refused ({rule}), first: {message}")
@@ -321,7 +311,7 @@ async def run_agent(
         print(f"  #{decision.number} {decision.kind:<8} {calls}")
     if args.transcript:
         print(f"  transcript: {args.transcript}")
-    if signal.SIGINT in interrupted:
+    if stopping.status() == INTERRUPTED:
         return INTERRUPTED
     shortfall = report.shortfall
     if shortfall is not None:  # one line: why the run is no success
