@@ -96,7 +96,7 @@ async def run_a2a(
     import contextlib
 
     from peach import ExecutorError, PeachAdapter
-    from peach.llm.cli import UsageError
+    from peach.llm.cli import UsageError, cannot_join
     from syncserver.serving import serve
     from syncserver.stopping import stop_on_signals
 
@@ -114,10 +114,7 @@ async def run_a2a(
         try:
             await stack.enter_async_context(agent)
         except ExecutorError as exc:
-            named = "named" in str(exc)
-            hint = " (give --name: the agent the token authenticates)" if named else ""
-            print(f"strabo a2a: {exc}{hint}", file=sys.stderr)
-            return 1
+            return cannot_join("a2a", exc)
         try:
             base = await stack.enter_async_context(
                 serve(agent.app(), host=args.host, port=args.port or None)

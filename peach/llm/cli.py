@@ -297,10 +297,7 @@ async def run_agent(
             except LLMError as exc:
                 raise UsageError(str(exc)) from None
             except ExecutorError as exc:
-                named = "named" in str(exc)
-                hint = " (give --name: the agent the token authenticates)" if named else ""
-                print(f"strabo agent: {exc}{hint}", file=sys.stderr)
-                return 1
+                return cannot_join("agent", exc)
             finally:
                 notes.cancel()
     print(f"strabo agent: {report}")
@@ -555,3 +552,11 @@ def _brief(bindings: Any, secrets: set[str], limit: int = 200) -> str:
         if v is not True
     )
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def cannot_join(verb: str, exc: Exception) -> int:
+    """Say why the agent could not join the SyncServer (a token naming another
+    agent gets the hint to give ``--name``); the exit status, 1."""
+    hint = " (give --name: the agent the token authenticates)" if "named" in str(exc) else ""
+    print(f"strabo {verb}: {exc}{hint}", file=sys.stderr)
+    return 1

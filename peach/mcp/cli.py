@@ -115,7 +115,7 @@ async def run_mcp(
     import contextlib
 
     from peach import ExecutorError, PeachAdapter
-    from peach.llm.cli import UsageError
+    from peach.llm.cli import UsageError, cannot_join
     from peach.mcp.server import RoleServer
     from syncserver.serving import serve
     from syncserver.stopping import stop_on_signals
@@ -150,10 +150,7 @@ async def run_mcp(
         try:
             await stack.enter_async_context(role)
         except ExecutorError as exc:
-            named = "named" in str(exc)
-            hint = " (give --name: the agent the token authenticates)" if named else ""
-            print(f"strabo mcp: {exc}{hint}", file=sys.stderr)
-            return 1
+            return cannot_join("mcp", exc)
         ready = {"syncserver": url}
         if stdio:
             return await _serve_stdio(role, f"strabo mcp: {role_name} of {protocol.name} as "
