@@ -87,7 +87,6 @@ def _where(what: str) -> str:
     return "Platform profile is a JSON object with a 'ucp' object, served with 200"
 
 
-
 def ending(platform: Any, protocol: Any) -> Any:
     """An event set as soon as ``platform`` (a PeachAdapter) learns an ending of
     ``protocol`` that is not ``Completed`` (Failed, Cancelled...): an ending is
