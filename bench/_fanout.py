@@ -174,6 +174,8 @@ async def compare(subscribers: int, quick: bool) -> None:
             done = {1: 0, subscribers: 0}
             spent = {1: 0.0, subscribers: 0.0}
             cpu = {1: 0.0, subscribers: 0.0}
+            rcpu = {1: 0.0, subscribers: 0.0}
+            acpu = {1: 0.0, subscribers: 0.0}
             waits: dict[int, list[float]] = {1: [], subscribers: []}
             serial = 0
             for _ in range(rounds):
@@ -182,6 +184,7 @@ async def compare(subscribers: int, quick: bool) -> None:
                     readers = await _readers(host, port, count, info.json()["last_seq"])
                     try:
                         cpu0, start = _cpu(pid), time.perf_counter()
+                        rcpu0, acpu0 = _cpu(readers.pid), time.process_time()
                         while time.perf_counter() - start < seconds:
                             serial += 1
                             payload = encoded(body(("Create", steps(f"f{serial}")[0][2])))
@@ -194,6 +197,8 @@ async def compare(subscribers: int, quick: bool) -> None:
                             done[count] += 1
                         spent[count] += time.perf_counter() - start
                         cpu[count] += _cpu(pid) - cpu0
+                        rcpu[count] += _cpu(readers.pid) - rcpu0
+                        acpu[count] += time.process_time() - acpu0
                     finally:
                         readers.terminate()
                         await readers.wait()
@@ -217,6 +222,20 @@ async def compare(subscribers: int, quick: bool) -> None:
         f"   the floor: one socket.send of the frame costs {floor * 1e6:4.1f} us of CPU here "
         f"({subscribers} loopback connections): a subscriber costs "
         f"{extra / floor:4.2f}x that"
+    )
+    # What the machine allows: every process of the bench shares its cores, and
+    # the readers' reads cost about what the server's writes do.
+    cores = os.cpu_count() or 1
+    readers_cpu = rcpu[subscribers] / done[subscribers]
+    attempter_cpu = acpu[subscribers] / done[subscribers]
+    busy = (cpu[subscribers] + rcpu[subscribers] + acpu[subscribers]) / spent[subscribers]
+    at_floor = per_event[1] + (subscribers - 1) * floor + readers_cpu + attempter_cpu
+    print(
+        f"   the machine: CPU per event with {subscribers}: server "
+        f"{per_event[subscribers] * 1e6:.0f} + readers {readers_cpu * 1e6:.0f} "
+        f"+ attempter {attempter_cpu * 1e6:.0f} us, "
+        f"{busy / cores:.0%} of {cores} cores busy; with every subscriber at the floor, "
+        f"{cores} cores allow at most {min(1.0, cores / at_floor / one):.0%} of one"
     )
 
 
