@@ -21,6 +21,7 @@ credentials in the URL, and a proxy the environment names for the service
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -183,7 +184,15 @@ class HttpxClient:
             typed = {"content-type": "application/json", **(headers or {})}
             sent = {"content": content, "headers": typed}
         try:
-            return await self.http.request(method, self.base_url + path, params=params, **sent)
+            # httpx's timeout bounds each step (connect, each read): a server
+            # trickling its answer would hold the caller for ever. As the lean
+            # client's, the whole exchange has ``timeout`` seconds.
+            async with asyncio.timeout(self.timeout):
+                return await self.http.request(
+                    method, self.base_url + path, params=params, **sent
+                )
+        except TimeoutError:
+            raise NoAnswer(f"no answer within {self.timeout}s") from None
         except httpx.LocalProtocolError as exc:  # a header httpx will not send
             raise Unsendable(str(exc)) from None
         except httpx.TransportError as exc:  # timeouts included

@@ -397,26 +397,27 @@ class Client:
             merged.update((name.lower(), (name, value)) for name, value in headers.items())
             lines = _header_lines(dict(merged.values()))
         data = self._request(method, self._target(path, params), payload, lines)
-        async with self._slots:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    while True:
-                        connection = await self._take()
-                        try:
-                            response, keep = await self._exchange(connection, method, data)
-                        except _Stale:
-                            connection.close()
-                            continue  # a fresh connection next: _take opens one
-                        except BaseException:
-                            connection.close()
-                            raise
-                        if keep:
-                            self._give_back(connection)
-                        else:
-                            connection.close()
-                        return response
-            except TimeoutError:
-                raise TransportError(f"no answer within {self.timeout}s") from None
+        try:
+            # The wait for one of the client's places is part of the time allowed:
+            # in a burst past them, a caller's deadline still holds.
+            async with asyncio.timeout(self.timeout), self._slots:
+                while True:
+                    connection = await self._take()
+                    try:
+                        response, keep = await self._exchange(connection, method, data)
+                    except _Stale:
+                        connection.close()
+                        continue  # a fresh connection next: _take opens one
+                    except BaseException:
+                        connection.close()
+                        raise
+                    if keep:
+                        self._give_back(connection)
+                    else:
+                        connection.close()
+                    return response
+        except TimeoutError:
+            raise TransportError(f"no answer within {self.timeout}s") from None
 
     async def _exchange(
         self, connection: Connection, method: str, data: bytes
