@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from langshaw import ABSENT, ActionInstance, Enablement, LangshawProtocol, SocialState, json_equal
 from peach._breaches import check_always
-from peach._handlers import HandlerErrors, Handlers
+from peach._handlers import HandlerErrors, Handlers, add, checked, named, notify
 from peach._mandate import APPROVE_TIMEOUT, Approver, MandateGuard, MandateRefused
 from peach.errors import ActionRejected, BindError
 from peach.executor import Executor
-from peach.feasible import FeasibleAction
+from peach.feasible import FeasibleAction, not_enabled
 from peach.keys import new_key
 from peach.roles import ConstraintRefused, MustAlways, RoleSpec
-from peach.view import View
+from peach.view import View, root_of
 from syncserver.acts_for import ActsFor
 from syncserver.mandate import Mandate
 
@@ -46,7 +46,7 @@ class PeachAdapter:
 
     Handlers are coroutines registered with the decorators :meth:`observation`,
     :meth:`on_enabled` and :meth:`on_completion`; each call runs as its own task,
-    and an exception in one is logged and does not stop the adapter.
+    and an exception in one is that handler's failure (:attr:`handler_errors`).
     """
 
     def __init__(
@@ -79,7 +79,9 @@ class PeachAdapter:
         self._fired_initiating: set[tuple[Any, ...]] = set()
         self._live = False
         self._running = False
+        self._starting = asyncio.Lock()
         self._stopped = asyncio.Event()
+        self._stopped.set()  # not running
         self.listeners: list[Callable[[Batch, list[tuple[Any, ...]]], None]] = []
         # The role as the agent plays it (adopt), and what inspect() reports.
         self.spec: RoleSpec | None = None
@@ -110,11 +112,12 @@ class PeachAdapter:
     def observation(self, *actions: str) -> Callable[[ObservationHandler], ObservationHandler]:
         """Register ``handler(instance, performer)`` for every finalized instance of
         ``actions`` (every action when none is named), the agent's own included."""
+        named(actions, "observation")
         self._check_names(actions)
 
         def register(handler: ObservationHandler) -> ObservationHandler:
-            for name in actions or (_ALL,):
-                self._observers.setdefault(name, []).append(handler)
+            checked(handler, "observation")
+            add(self._observers, actions or (_ALL,), handler)
             return handler
 
         return register
@@ -123,6 +126,7 @@ class PeachAdapter:
         """Register ``handler(feasible_action)``, called once each time one of
         ``actions`` becomes enabled for this role in a scope, and at start-up for
         every action already enabled (initiating actions included)."""
+        named(actions, "on_enabled")
         self._check_names(actions)
         for name in actions:
             if self.protocol.actions[name].actor != self.role:
@@ -132,15 +136,17 @@ class PeachAdapter:
                 )
 
         def register(handler: EnabledHandler) -> EnabledHandler:
-            for name in actions or (_ALL,):
-                self._enabled_handlers.setdefault(name, []).append(handler)
+            checked(handler, "on_enabled")
+            add(self._enabled_handlers, actions or (_ALL,), handler)
             return handler
 
         return register
 
     def on_completion(self, handler: CompletionHandler) -> CompletionHandler:
         """Register ``handler(keys, mas_id)``, called when a root enactment completes."""
-        self._completion_handlers.append(handler)
+        checked(handler, "on_completion")
+        if handler not in self._completion_handlers:
+            self._completion_handlers.append(handler)
         return handler
 
     def adopt(self, spec: RoleSpec) -> RoleSpec:
@@ -212,8 +218,7 @@ class PeachAdapter:
         """The actions this role may perform now: in one enactment (given by its
         root keys), or in every enactment plus the initiating actions."""
         if enactment is not None:
-            root = self.state._root(enactment)
-            return list(self._enabled_in(root))
+            return list(self._enabled_in(root_of(self.protocol, enactment)))
         result: list[FeasibleAction] = []
         for root in self.state.roots():
             result.extend(self._enabled_in(root))
@@ -226,6 +231,8 @@ class PeachAdapter:
 
     def _enabled_in(self, root: tuple[Any, ...]) -> list[FeasibleAction]:
         cached = self._enabled_cache.get(root)
+        if cached is None and self.state.enactment(root) is None:
+            return []  # no such enactment (yet): nothing to cache, however many are asked
         if cached is None:
             cached = self._offer(self.state.enabled(self.role, root), root)
             self._enabled_cache[root] = cached
@@ -251,13 +258,13 @@ class PeachAdapter:
         self, enactment: Mapping[str, Any] | tuple[Any, ...]
     ) -> list[tuple[int, ActionInstance, str]]:
         """The finalized instances of one enactment: ``(seq, instance, performer)``."""
-        return list(self._view.history.get(self.state._root(enactment), ()))
+        return list(self._view.history.get(root_of(self.protocol, enactment), ()))
 
     def enactments(self) -> list[tuple[Any, ...]]:
         return list(self.state.roots())
 
     def is_complete(self, enactment: Mapping[str, Any] | tuple[Any, ...]) -> bool:
-        return self.state.is_complete(enactment)
+        return self.state.is_complete(root_of(self.protocol, enactment))
 
     def keys_of(self, root: tuple[Any, ...]) -> dict[str, Any]:
         return dict(zip(self.protocol.root_keys, root, strict=True))
@@ -273,6 +280,8 @@ class PeachAdapter:
         taken from ``bindings`` (missing ones get ``default`` if given, except
         optional ones, which stay absent), and other entries of the dict are
         ignored."""
+        if not isinstance(bindings, Mapping):
+            raise TypeError(f"build_action takes a dict of bindings, not {type(bindings).__name__}")
         action = self.protocol.actions.get(name)
         if action is None:
             raise BindError(
@@ -347,41 +356,27 @@ class PeachAdapter:
                 for k in feasible.new_keys
             ):
                 return feasible
-        message, rule = self._not_enabled(name, bindings, given)
+        message, rule = not_enabled(self.state, self.role, action, bindings, given, self.new_key)
         raise BindError(message, rule=rule)
-
-    def _not_enabled(
-        self, name: str, bindings: Mapping[str, Any], given: dict[str, Any]
-    ) -> tuple[str, str | None]:
-        action = self.protocol.actions[name]
-        optional = self.protocol.optional
-        probe = {
-            a: bindings.get(a)
-            for a in action.attributes
-            if a in bindings or a not in optional
-        }
-        for dependency in action.dependencies:
-            probe[dependency] = True
-        for key in action.keys:
-            if key not in given:
-                probe[key] = self.new_key()
-        violation = self.state.violation(ActionInstance(action, probe), {self.role})
-        where = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "a new enactment"
-        reason = f": {violation.message}" if violation else ""
-        rule = violation.rule if violation else None
-        return f"{name} is not enabled for {self.role} in {where}{reason}", rule
 
     async def attempt(self, instances: Iterable[ActionInstance]) -> list[ActionInstance]:
         """Finalize an atomic list of instances; returns them once finalized (and
         already reflected in :meth:`enabled`), raises ActionRejected otherwise."""
+        if not isinstance(instances, Iterable):  # an instance is not a list of one
+            raise TypeError(
+                f"attempt() takes a list of action instances (attempt([instance])), not "
+                f"{type(instances).__name__}"
+            )
         items = list(instances)
         if not items:
             raise ValueError("attempt() needs at least one instance")
         for item in items:
-            if not isinstance(item, ActionInstance):
+            if not isinstance(item, ActionInstance) or not isinstance(item.bindings, Mapping):
+                kind = type(getattr(item, "bindings", None)).__name__  # one built by hand
                 raise TypeError(
                     f"attempt() takes action instances (from FeasibleAction.bind or "
                     f"build_action), not {type(item).__name__}"
+                    + (f" with bindings of type {kind}" if isinstance(item, ActionInstance) else "")
                 )
         self.counters["attempts"] += 1
         try:
@@ -419,26 +414,36 @@ class PeachAdapter:
 
     async def start(self) -> None:
         """Connect, catch up with everything finalized so far, then go live."""
-        if self._running:
-            return
-        self._running = True
-        self._stopped.clear()
-        try:
-            await self.executor.join(self)
-        except BaseException:
-            self._running = False
-            raise
+        async with self._starting:  # a second start() waits for the first to join
+            if self._running:
+                return
+            self._running = True
+            self._stopped.clear()
+            self._handler_tasks.watch(None)  # __aenter__ watches its block's task
+            try:
+                await self.executor.join(self)
+            except BaseException:
+                self._running = False
+                self._stopped.set()
+                raise
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop receiving, and wait for running handlers, cancelling those still
         running after ``grace`` seconds."""
         if not self._running:
+            # A handler stopped it (or is stopping it): wait for that stop, then for
+            # the handler itself, unless this is that handler.
+            if asyncio.current_task() not in self._handler_tasks.tasks:
+                await self._stopped.wait()
+                await self.drain(grace=grace)
             return
         self._running = False
         self._handler_tasks.stopping()
-        await self.executor.leave(self)
-        await self.drain(grace=grace)
-        self._stopped.set()
+        try:
+            await self.executor.leave(self)
+            await self.drain(grace=grace)
+        finally:
+            self._stopped.set()
 
     async def drain(self, grace: float | None = None) -> None:
         """Wait until no handler task is running (with ``grace``, cancel those still
@@ -492,6 +497,8 @@ class PeachAdapter:
         """Share the executor's view of the protocol (at start)."""
         self._view = view
         self._enabled_cache.clear()
+        self._fired.clear()  # a restarted adapter announces what is enabled again
+        self._fired_initiating.clear()
         self._acts_for = self.executor.acts_for(self)
         if self._guard is None:  # the MAS's mandate, unless the agent was given its own
             self.mandate = self.executor.mandate(self)
@@ -516,29 +523,19 @@ class PeachAdapter:
             check_always(self, batch.seq)
         if self._observers:
             for entry in batch.entries:
-                for handler in self._handlers(self._observers, entry.instance.action.name):
-                    self._spawn(
-                        handler(entry.instance, entry.performer),
-                        handler,
-                        entry.instance.name,
-                        trigger=entry.instance,
-                    )
+                instance = entry.instance
+                for handler in self._handlers(self._observers, instance.action.name):
+                    self._call(handler, (instance, entry.performer), instance.name, instance)
         for root in completed:
             keys = self.keys_of(root)
             for handler in self._completion_handlers:
-                self._spawn(handler(keys, self.mas_id), handler, "completion")
+                self._call(handler, (dict(keys), self.mas_id), "completion")
         if self._enabled_handlers or self.listeners:
             newly: list[tuple[Any, ...]] = []
             for root in touched:
                 newly.extend(self._newly_enabled(root))
-            for listener in self.listeners:
-                try:
-                    listener(batch, newly)
-                except Exception as exc:  # as with breach listeners: the batch goes on
-                    self.counters["listener errors"] += 1
-                    log.error("%s: listener %s failed: %s: %s", self.name,
-                              getattr(listener, "__qualname__", listener),
-                              type(exc).__name__, exc)
+            for listener in tuple(self.listeners):  # one that adds itself runs next time
+                notify(listener, (batch, newly), self.name, self.counters)
 
     def go_live(self) -> None:
         """Start-up: everything enabled now counts as newly enabled."""
@@ -567,11 +564,13 @@ class PeachAdapter:
 
     def _fire_enabled(self, feasible: FeasibleAction) -> None:
         for handler in self._handlers(self._enabled_handlers, feasible.name):
-            self._spawn(handler(feasible), handler, feasible.name, trigger=feasible)
+            self._call(handler, (feasible,), feasible.name, feasible)
 
     @staticmethod
     def _handlers(table: Mapping[str, list[Any]], name: str) -> list[Any]:
-        return [*table.get(name, ()), *table.get(_ALL, ())]
+        """The handlers of ``name``, each once (one registered for it and for all)."""
+        own, every = table.get(name, []), table.get(_ALL, [])
+        return [*own, *(h for h in every if h not in own)] if own and every else own or every
 
     def _handler_context(self, trigger: Any) -> contextvars.Context | None:
         """The context a handler runs in (subclasses put what they need in it)."""
@@ -582,6 +581,12 @@ class PeachAdapter:
     ) -> None:
         context = self._handler_context(trigger) if trigger is not None else None
         self._handler_tasks.spawn(coroutine, handler, what, context)
+
+    def _call(self, handler: Any, args: tuple[Any, ...], what: str, trigger: Any = None) -> None:
+        """Run ``handler(*args)`` as its own task: what it raises, even at once, is
+        its own failure (handler_errors), never the batch's."""
+        context = self._handler_context(trigger) if trigger is not None else None
+        self._handler_tasks.call(handler, args, what, context)
 
     def __repr__(self) -> str:
         return f"<PeachAdapter {self.name!r} as {self.role} in {self.protocol.name}>"

@@ -191,8 +191,12 @@ class _Feed:
         self.applied = batch.seq
         self.advanced.set()  # wakes whoever waits to reach a batch
         self.advanced = asyncio.Event()
-        for adapter in self.adapters:
-            adapter.batch_applied(batch, completed, touched, live)
+        for adapter in list(self.adapters):
+            try:
+                adapter.batch_applied(batch, completed, touched, live)
+            except Exception:  # one adapter's fault must not keep the batch from the rest
+                log.exception("%r failed on batch %d of %s; its caches may be stale",
+                              adapter, batch.seq, self.protocol.name)
 
     async def _run(self) -> None:
         """Follow the live stream; on a failure reconnect from the last applied
@@ -331,6 +335,12 @@ class Executor:
             try:
                 batch, mine = await self._send(adapter, instances, attempt_id)
                 break
+            except RecursionError:  # too deep for json to write: nothing was sent
+                raise ExecutorError(
+                    "the attempt is not valid JSON: a value is nested too deeply",
+                    status=400,
+                    code="bad-json",
+                ) from None
             except ExecutorError as exc:
                 if not exc.retryable or tries == self.retries:
                     raise

@@ -91,7 +91,10 @@ class FeasibleAction:
         for name, value in attributes.items():
             if name in to_bind or name in new_keys:
                 if name in to_bind:
-                    fault = json_fault(value, name)
+                    try:
+                        fault = json_fault(value, name)
+                    except RecursionError:  # no log could hold it, nor json write it
+                        fault = (name, f"{name} is nested too deeply to be a JSON value")
                     if fault:
                         raise BindError(f"{action.name}: {fault[1]}", name, path=fault[0])
                 elif not valid_key_value(value):
@@ -156,3 +159,27 @@ class FeasibleAction:
         scope = ", ".join(f"{k}={v!r}" for k, v in self.enablement.keys.items())
         scope += "".join(f", {k}=<new>" if scope else f"{k}=<new>" for k in self.new_keys)
         return f"<FeasibleAction {self.name}({scope}) to bind: {', '.join(self.to_bind) or '-'}>"
+
+
+def not_enabled(
+    state: SocialState,
+    role: str,
+    action: Action,
+    bindings: Mapping[str, Any],
+    given: Mapping[str, Any],
+    new_key: Callable[[], str],
+) -> tuple[str, str | None]:
+    """Why ``action`` is not enabled for ``role`` where ``given`` (its keys in
+    ``bindings``) names: the message of build_action's BindError, and its rule."""
+    optional = state.protocol.optional
+    probe = {a: bindings.get(a) for a in action.attributes if a in bindings or a not in optional}
+    for dependency in action.dependencies:
+        probe[dependency] = True
+    for key in action.keys:
+        if key not in given:
+            probe[key] = new_key()
+    violation = state.violation(ActionInstance(action, probe), {role})
+    where = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "a new enactment"
+    reason = f": {violation.message}" if violation else ""
+    rule = violation.rule if violation else None
+    return f"{action.name} is not enabled for {role} in {where}{reason}", rule

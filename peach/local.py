@@ -3,17 +3,23 @@
 For single-process systems and fast tests. Attempts go through the very code the
 HTTP server runs (authorization, checks, finalization, store), so an adapter
 behaves the same on either executor.
+
+Values cross between the agent and the server as copies, as they would over
+HTTP: an agent that changes a list after attempting it, or one that changes a
+value it observed, would otherwise change the server's log, and every other
+in-process agent's view, behind the checks.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from langshaw import ActionInstance
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
 from syncserver.acts_for import ActsFor
-from syncserver.batch import Batch
+from syncserver.batch import Batch, Entry
 from syncserver.errors import Rejected, ServiceError
 from syncserver.mandate import Mandate
 from syncserver.server import SyncServer
@@ -66,8 +72,16 @@ class LocalExecutor(Executor):
     ) -> tuple[Batch, list[int]]:
         agent = self.server.agent(self.mas, adapter.name)
         try:
+            sent = [ActionInstance(i.action, _copy(i.bindings)) for i in instances]
+        except RecursionError:  # the copy meets it first; no log could hold it either
+            raise ExecutorError(
+                "the attempt is not valid JSON: a value is nested too deeply",
+                status=400,
+                code="bad-json",
+            ) from None
+        try:
             receipt = await self.server.attempt(
-                self.mas, adapter.protocol.name, agent, instances, attempt_id
+                self.mas, adapter.protocol.name, agent, sent, attempt_id
             )
         except Rejected as exc:
             raise ActionRejected(exc.violation, list(instances)) from None
@@ -75,12 +89,42 @@ class LocalExecutor(Executor):
             raise ExecutorError(
                 exc.message, status=exc.status, code=exc.code, retryable=exc.status == 503
             ) from None
-        return receipt.batch, list(receipt.positions)
+        return _detached(receipt.batch), list(receipt.positions)
 
     async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
         agent = self.server.agent(self.mas, adapter.name)
-        return await self.server.read(self.mas, adapter.protocol.name, agent, after, limit)
+        batches = await self.server.read(self.mas, adapter.protocol.name, agent, after, limit)
+        return [_detached(b) for b in batches]
 
-    def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
+    async def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
         agent = self.server.agent(self.mas, adapter.name)
-        return self.server.subscribe(self.mas, adapter.protocol.name, agent, after)
+        stream = self.server.subscribe(self.mas, adapter.protocol.name, agent, after)
+        try:
+            async for batch in stream:
+                yield _detached(batch)
+        finally:
+            # Unsubscribe now, not when the collector gets to the server's generator.
+            await stream.aclose()  # type: ignore[attr-defined]
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value that shares no container with it (what is not a
+    JSON container is left as it is: the server refuses it anyway)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind is tuple:
+        return tuple(_copy(v) for v in value)
+    return value
+
+
+def _detached(batch: Batch) -> Batch:
+    """``batch`` with instances of the agent's own: the server's stay the server's."""
+    entries = tuple(
+        Entry(ActionInstance(e.instance.action, _copy(e.instance.bindings)), e.performer,
+              e.attempt_id)
+        for e in batch.entries
+    )
+    return Batch(batch.protocol, batch.seq, entries)
