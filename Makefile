@@ -36,10 +36,15 @@ lint: $(STAMP)
 # second or two, and a lint or type error stops the run before the tests.
 TEST_WORKERS ?= 4
 
+# PYTHONDONTWRITEBYTECODE (set by some shells and containers) is cleared for the
+# tests: with it, every test module edited since its last .pyc is rewritten by
+# pytest and compiled again in each worker's collection, run after run (4 to 6 s
+# of CPU per worker after a day of edits), and every edited module again in each
+# process the tests start. The .pyc files go to __pycache__, which git ignores.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 demo: $(STAMP)
 	$(BIN)/strabo demo

@@ -6,10 +6,12 @@ real HTTP."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import subprocess
 import sys
+from types import ModuleType
 
 import pytest
 
@@ -25,6 +27,28 @@ KEYS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPEN
 
 def keyless() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in KEYS}
+
+
+def in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """bench/llm_eval.py's ``main`` with ``args``, in this process, without the
+    keys: (status, stdout, stderr). For what the harness finds before any run (usage
+    errors, --help): a process of its own for each cost half a second of CPU in
+    imports alone. The tests that run scenarios start it as a process, as a user
+    does, so its start as a script stays covered."""
+    for key in KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # it sets sys.path[0] on import
+    module: ModuleType = importlib.import_module("bench.llm_eval")
+    monkeypatch.setattr(sys, "argv", ["bench/llm_eval.py", *args])
+    capsys.readouterr()
+    try:
+        status = module.main()
+    except SystemExit as exc:  # argparse: --help, or an option it refuses
+        status = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 def test_harness_runs_every_scenario_and_reports_the_figures(tmp_path):
@@ -95,19 +119,16 @@ def test_fake_openai_runs_in_process():
     assert "Traceback" not in result.stdout + result.stderr
 
 
-def test_harness_without_a_way_to_the_model_says_what_to_do():
+def test_harness_without_a_way_to_the_model_says_what_to_do(monkeypatch, capsys):
     cases = [
         ([], "set ANTHROPIC_API_KEY"),
         (["--provider", "openai"], "--provider openai needs --model"),
         (["--provider", "openai", "--model", "m"], "set OPENAI_API_KEY, or give --base-url"),
     ]
     for args, says in cases:
-        result = subprocess.run(
-            [sys.executable, "bench/llm_eval.py", *args], capture_output=True, text=True,
-            cwd=ROOT, env={"PATH": "/usr/bin:/bin"}, timeout=60,
-        )
-        assert result.returncode == 2, (args, result.stderr)
-        assert says in result.stderr, (args, result.stderr)
+        status, _, err = in_process(monkeypatch, capsys, *args)
+        assert status == 2, (args, err)
+        assert says in err, (args, err)
 
 
 def eval_run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -149,16 +170,18 @@ def test_an_unreachable_model_is_the_reason_shown_and_fails_the_evaluation():
          "write http://127.0.0.1:11434/v1"),
     ],
 )
-def test_bad_outputs_and_base_urls_are_usage_errors_before_any_run(tmp_path, args, says):
+def test_bad_outputs_and_base_urls_are_usage_errors_before_any_run(
+    tmp_path, monkeypatch, capsys, args, says
+):
     (tmp_path / "file").write_text("not a folder")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     extra = [] if "--provider" in args else ["--recorded"]
-    result = eval_run(*extra, "--scenario", "purchase", *args, timeout=60)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr.startswith("llm_eval: "), result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr  # one line, no traceback
-    assert says.replace("{tmp}", str(tmp_path)) in result.stderr
-    assert result.stdout == ""  # no run started
+    status, out, err = in_process(monkeypatch, capsys, *extra, "--scenario", "purchase", *args)
+    assert status == 2, out + err
+    assert err.startswith("llm_eval: "), err
+    assert err.count("\n") == 1, err  # one line, no traceback
+    assert says.replace("{tmp}", str(tmp_path)) in err
+    assert out == ""  # no run started
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
@@ -174,8 +197,9 @@ def test_results_are_shown_when_the_json_cannot_be_written_at_the_end():
     )
 
 
-def test_the_help_documents_the_exit_status():
-    result = eval_run("--help", timeout=60)
-    text = " ".join(result.stdout.split())
+def test_the_help_documents_the_exit_status(monkeypatch, capsys):
+    status, out, _ = in_process(monkeypatch, capsys, "--help")
+    assert status == 0
+    text = " ".join(out.split())
     assert "Exit status: 0 when the evaluation ran" in text
     assert "every run stopped on an error" in text

@@ -6,9 +6,6 @@ import csv
 import json
 import re
 
-import numpy as np
-from matplotlib import image
-
 from strabo.simulate import load_scenario, simulate, write_report
 from strabo.simulate.report import chart_size, outcome_rows
 from tests.conftest import PROTOCOLS
@@ -19,6 +16,11 @@ ROUNDS = 12
 
 
 async def test_the_market_scenario_reports_every_round_of_every_seller(tmp_path) -> None:
+    # Imported here, not at the top: numpy and matplotlib take half a second to
+    # import, which every pytest-xdist worker would pay at collection for this one test.
+    import numpy as np
+    from matplotlib import image
+
     scenario = load_scenario(SCENARIO)
     result = await simulate(scenario)
     assert (result.reason, result.rounds_ended) == ("complete", ROUNDS), result.detail
