@@ -11,8 +11,8 @@ stop or the fallback, timeouts, malformed tool arguments, text with no tool call
 
 from __future__ import annotations
 
-import anthropic
-import openai
+# anthropic and openai are imported in the tests that use them: at the top, every
+# pytest-xdist worker paid their import (1.3 s of CPU) at collection.
 import pytest
 
 from langshaw import LangshawProtocol
@@ -148,6 +148,9 @@ async def test_a_failing_fallback_stops_the_run_with_both_reasons(model):
 @BOTH
 async def test_a_server_that_is_not_there_stops_the_run_with_its_url(provider):
     """An Ollama not started, say: a connection error, named with the URL."""
+    import anthropic
+    import openai
+
     port = free_port()
     if provider == "openai":
         client = openai.AsyncOpenAI(api_key="k", base_url=f"http://127.0.0.1:{port}/v1",
@@ -256,6 +259,9 @@ async def test_no_api_key_is_a_clear_error(monkeypatch, provider, variable):
 
 
 def test_the_client_names_the_provider_and_mismatches_are_refused():
+    import anthropic
+    import openai
+
     protocol = LangshawProtocol.load(PROTOCOLS / "purchase.lsh")
     server = SyncServer.embedded([protocol], {"buyer": ["Buyer"]})
     adapter = PeachAdapter("buyer", protocol, "Buyer", LocalExecutor(server))
@@ -275,6 +281,8 @@ def test_the_client_names_the_provider_and_mismatches_are_refused():
 
 def test_openai_itself_gets_max_completion_tokens_and_local_servers_max_tokens():
     """OpenAI's reasoning models refuse max_tokens; the compatible servers take it."""
+    import openai
+
     hosted = OpenAIModel(openai.AsyncOpenAI(api_key="sk-test"), "m")
     local = OpenAIModel(
         openai.AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:11434/v1"), "m"

@@ -20,8 +20,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anthropic
-import openai
+# anthropic and openai are imported in the tests that use them: at the top, every
+# pytest-xdist worker paid their import (1.3 s of CPU) at collection.
 import pytest
 import pytest_asyncio
 
@@ -105,6 +105,9 @@ def hostile(server: tuple[Hostile, str]) -> tuple[Hostile, str]:
 
 
 def model_for(provider: str, url: str, retries: int = 0, name: str = "tiny-model") -> Model:
+    import anthropic
+    import openai
+
     if provider == "openai":
         return OpenAIModel(openai.AsyncOpenAI(api_key=KEY, base_url=f"{url}/v1",
                                               max_retries=retries), name)
@@ -221,6 +224,8 @@ async def test_a_stopped_run_names_the_endpoint_and_never_the_key(hostile, provi
 
 
 async def test_a_connection_error_shows_no_password_nor_query_of_the_url():
+    import openai
+
     port = free_port()
     client = openai.AsyncOpenAI(api_key=KEY, max_retries=0,
                                 base_url=f"http://user:pa55word@127.0.0.1:{port}/v1?key=Q-K3Y")
