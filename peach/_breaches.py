@@ -10,8 +10,10 @@ again.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
+from peach._handlers import notify
 from peach.roles import evaluate
 
 # The adapter (peach.adapter imports this module, so it is not named here).
@@ -52,13 +54,13 @@ def check_always(adapter: PeachAdapter, seq: int) -> None:
             "%s (%s): must-always constraint %r does not hold after batch %s: %s",
             adapter.name, adapter.role, name, seq, constraint.description,
         )
-        for listener in adapter.breach_listeners:
-            try:
-                listener(constraint)
-            except Exception as exc:  # the batch must still reach every handler
-                adapter.counters["breach listener errors"] += 1
-                log.error("%s: breach listener %s failed: %s: %s", adapter.name,
-                          getattr(listener, "__qualname__", listener),
-                          type(exc).__name__, exc)
+        # As other listeners (notify): over a copy, so one that adds itself runs
+        # next time, and an async def one is refused (logged, counted), never
+        # left unawaited; what fails is counted as a breach listener error.
+        failed: Counter[str] = Counter()
+        for listener in tuple(adapter.breach_listeners):
+            notify(listener, (constraint,), f"{adapter.name} (breach)", failed)
+        if failed["listener errors"]:
+            adapter.counters["breach listener errors"] += failed["listener errors"]
     adapter._breaching = now
     adapter._check_failing = failing

@@ -572,9 +572,9 @@ class ProxyAdapter(PeachAdapter):
                 instance, performer = trigger
                 log.info("%s: resuming %s for %s", self.name, route, instance.keys)
                 for handler in self._handlers(self._observers, route.trigger):
-                    self._spawn(
-                        handler(instance, performer), handler, route.trigger, trigger=instance
-                    )
+                    # As any observer: what it raises, even before its first
+                    # await, is its failure (handler_errors), not start-up's.
+                    self._call(handler, (instance, performer), route.trigger, instance)
 
     def _pending_trigger(
         self, route: Route, feasible: FeasibleAction, root: tuple[Any, ...]
