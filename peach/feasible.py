@@ -91,10 +91,9 @@ class FeasibleAction:
         for name, value in attributes.items():
             if name in to_bind or name in new_keys:
                 if name in to_bind:
-                    try:
-                        fault = json_fault(value, name)
-                    except RecursionError:  # no log could hold it, nor json write it
-                        fault = (name, f"{name} is nested too deeply to be a JSON value")
+                    # One level down: the server checks the bindings whole, so a
+                    # value is as deep as bind() sees it plus the bindings' object.
+                    fault = json_fault(value, name, depth=1)
                     if fault:
                         raise BindError(f"{action.name}: {fault[1]}", name, path=fault[0])
                 elif not valid_key_value(value):

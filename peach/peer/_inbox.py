@@ -37,6 +37,7 @@ from peach.peer import _wire as wire
 from peach.peer._ledger import Ledger, Waiting
 from peach.peer._store import Record, Refusal, Verdict
 from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory
+from syncserver.wire import describe
 
 log = logging.getLogger("strabo.peach.peer")
 
@@ -104,11 +105,9 @@ class Inbox:
         try:
             request = model.model_validate_json(body)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(x) for x in p['loc']) or 'body'}: {p['msg']}"
-                for p in exc.errors(include_url=False)[:5]
-            )
-            return 400, wire.error("bad-request", problems)
+            # As the SyncServer answers: bad-json for a body that is not JSON (a
+            # number out of range, nesting past the parser's depth), bad-request else.
+            return 400, wire.error(*describe(exc))
         if request.mas != self.mas or request.sender != sender:
             return 400, wire.error(
                 "bad-request",

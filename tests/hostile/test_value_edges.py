@@ -121,6 +121,23 @@ async def test_local_executor_on_sqlite_refuses_it_as_bad_json_never_retried(
             assert order.keys == {"id": "o2"}
 
 
+async def test_bind_and_the_server_draw_the_nesting_line_at_the_same_place() -> None:
+    """bind() checks one value; the server checks the bindings' object around
+    it, one level more: a value bind() accepts is one the server accepts."""
+    server = SyncServer.embedded([NONO], {"buyer": ["Buyer"]})
+    async with server:
+        buyer = PeachAdapter("buyer", NONO, "Buyer", LocalExecutor(server))
+        async with buyer:
+            [fa] = buyer.initiating()
+            with pytest.raises(BindError, match="nested too deeply"):
+                fa.bind(id="o1", item=nested(MAX_NESTING))
+            with pytest.raises(ExecutorError, match="nested too deeply"):
+                await buyer.attempt([ActionInstance(ORDER, {"id": "o1",
+                                                            "item": nested(MAX_NESTING)})])
+            [order] = await buyer.attempt([fa.bind(id="o1", item=nested(MAX_NESTING - 1))])
+            assert order.keys == {"id": "o1"}
+
+
 async def test_the_syncserver_over_http_gives_the_in_process_verdict() -> None:
     """A value nested deeper than MAX_NESTING but within what pydantic's
     parser reads (about 200 levels) is refused as the in-process path refuses
@@ -181,11 +198,13 @@ async def test_a_peer_neither_sends_nor_accepts_it(value: Any, tmp_path: Path) -
         assert buyer.enactments() == [] and buyer_ex.outstanding() == 0
         # Written by hand to the seller (a seq of its own, not the buyer's next):
         # refused at once, never busy. An integer past 4300 digits never reaches
-        # the message checks: the seller's parser refuses the whole body (400).
+        # the message checks: the seller's parser refuses the whole body (400
+        # bad-json, as the SyncServer answers a body that is not JSON).
         if value is HUGE:
             order = '{"action": "Order", "bindings": {"id": "o1", "item": [%s]}}' % ("1" * 5001)
             answer = await post_raw(url, 1000, order)
             assert answer.status_code == 400, answer.text
+            assert answer.json()["error"]["code"] == "bad-json"
             assert "number out of range" in answer.json()["error"]["message"]
         else:
             text = "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1)
