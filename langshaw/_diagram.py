@@ -32,6 +32,11 @@ KINDS = ("key", "done", "out", "in")
 #: How long a binding's value may be in a chart before it is cut (with "...").
 VALUE_CHARS = 40
 
+#: A nono group of more actions than this is drawn as a chain (each action
+#: linked to the next, the group named in the legend), not as every pair: a
+#: line of n names would otherwise draw n(n-1)/2 curves (800 names: 125 MB).
+NONO_PAIRS = 6
+
 
 @dataclass(frozen=True)
 class Param:
@@ -68,9 +73,17 @@ class ProtocolGraph:
     completion: tuple[tuple[str, ...], ...]
     actions: tuple[ActionNode, ...]
     depends: tuple[tuple[str, str], ...]  # (dependency, dependent)
-    nono: tuple[tuple[str, str], ...]  # every excluded pair
+    nono: tuple[tuple[str, str], ...]  # every excluded pair (of a large group: a chain)
     nogo: tuple[tuple[str, str], ...]  # (A, B): once A occurred, B may not
     scopes: tuple[tuple[str, ...], ...]  # the sub-scopes, in first-use order
+    nono_chains: tuple[tuple[str, ...], ...] = ()  # the groups over NONO_PAIRS, as chains
+    chained: tuple[int, ...] = ()  # for each nono pair, its chain's number (from 1), or 0
+
+    def chain_of(self, index: int) -> tuple[int, tuple[str, ...]] | None:
+        """The large nono group whose chain the ``index``-th nono pair links
+        (its number from 1, and its actions), or None for a pair drawn as itself."""
+        n = self.chained[index] if index < len(self.chained) else 0
+        return (n, self.nono_chains[n - 1]) if n else None
 
     def node(self, name: str) -> ActionNode:
         return next(a for a in self.actions if a.name == name)
@@ -98,10 +111,20 @@ def protocol_graph(protocol: LangshawProtocol) -> ProtocolGraph:
         nodes.append(ActionNode(action.name, action.actor, params, depths[action.name],
                                 action.keys, sub, action.name in completing))
     depends = tuple((d, a.name) for a in protocol.actions.values() for d in a.dependencies)
-    nono = tuple(pair for group in protocol.nono for pair in itertools.combinations(group, 2))
+    chains: list[tuple[str, ...]] = []
+    nono: list[tuple[str, str]] = []
+    chained: list[int] = []
+    for group in protocol.nono:
+        if len(group) > NONO_PAIRS:
+            chains.append(group)
+            pairs = list(itertools.pairwise(group))
+        else:
+            pairs = list(itertools.combinations(group, 2))
+        nono += pairs
+        chained += [len(chains) if len(group) > NONO_PAIRS else 0] * len(pairs)
     return ProtocolGraph(protocol.name, protocol.roles, protocol.keys, protocol.root_keys,
-                         protocol.completion, tuple(nodes), depends, nono,
-                         tuple(protocol.nogo), tuple(scopes))
+                         protocol.completion, tuple(nodes), depends, tuple(nono),
+                         tuple(protocol.nogo), tuple(scopes), tuple(chains), tuple(chained))
 
 
 def _param(protocol: LangshawProtocol, actor: str, keys: tuple[str, ...],
@@ -121,21 +144,28 @@ def _param(protocol: LangshawProtocol, actor: str, keys: tuple[str, ...],
 def _depths(protocol: LangshawProtocol) -> dict[str, int]:
     """Each action's longest chain of dependencies (a cycle, which validation
     lets through as dead actions, is cut where it closes)."""
+    # Depth first with a stack of our own, not recursion: a chain of a thousand
+    # actions written upwards would otherwise exceed Python's recursion limit.
     depths: dict[str, int] = {}
     visiting: set[str] = set()
-
-    def depth(name: str) -> int:
-        if name in depths:
-            return depths[name]
-        visiting.add(name)
-        below = [depth(d) for d in protocol.actions[name].dependencies
-                 if d in protocol.actions and d not in visiting]
-        visiting.discard(name)
-        depths[name] = 1 + max(below) if below else 0
-        return depths[name]
-
-    for name in protocol.actions:
-        depth(name)
+    for start in protocol.actions:
+        if start in depths:
+            continue
+        visiting.add(start)
+        stack = [(start, iter(protocol.actions[start].dependencies))]
+        while stack:
+            name, below = stack[-1]
+            for d in below:
+                if d in protocol.actions and d not in visiting and d not in depths:
+                    visiting.add(d)
+                    stack.append((d, iter(protocol.actions[d].dependencies)))
+                    break
+            else:
+                stack.pop()
+                visiting.discard(name)
+                done = [depths[d] for d in protocol.actions[name].dependencies
+                        if d in depths]
+                depths[name] = 1 + max(done) if done else 0
     return depths
 
 

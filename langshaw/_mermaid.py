@@ -29,6 +29,8 @@ def protocol_mermaid(graph: ProtocolGraph) -> str:
     ids = {node.name: f"A{i}" for i, node in enumerate(graph.actions)}
     scope_ids = {scope: f"S{i}" for i, scope in enumerate(graph.scopes)}
     lines = [f"%% {label(graph.name)}: protocol diagram", f"%% {label(graph.subtitle)}",
+             *(f"%% nono {n}: {_chain_text(group)}"
+               for n, group in enumerate(graph.nono_chains, 1)),
              "flowchart TB"]
     for r, role in enumerate(graph.roles):
         lines.append(f'  subgraph R{r}["{label(role)}"]')
@@ -50,8 +52,9 @@ def protocol_mermaid(graph: ProtocolGraph) -> str:
         if dependency in ids and dependent in ids:
             links.append(f"  {ids[dependency]} --> {ids[dependent]}")
     depends = len(links)
-    for a, b in graph.nono:
-        links.append(f"  {ids[a]} x-.-x|nono| {ids[b]}")
+    for i, (a, b) in enumerate(graph.nono):
+        chain = graph.chain_of(i)
+        links.append(f"  {ids[a]} x-.-x|nono{'' if chain is None else f' {chain[0]}'}| {ids[b]}")
     nonos = len(links)
     for a, b in graph.nogo:
         links.append(f"  {ids[a]} -.-x|nogo| {ids[b]}")
@@ -67,6 +70,12 @@ def protocol_mermaid(graph: ProtocolGraph) -> str:
         lines.append("  classDef completes stroke-width:3px")
         lines.append(f"  class {','.join(completing)} completes")
     return "\n".join(lines) + "\n"
+
+
+def _chain_text(group: tuple[str, ...]) -> str:
+    """What a large nono group's chain stands for (its links say only 'nono N')."""
+    return label(f"these {len(group)} actions exclude each other, linked in a chain: "
+                 + ", ".join(group))
 
 
 def _node(ident: str, name: str, params: tuple[object, ...]) -> str:

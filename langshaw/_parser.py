@@ -17,7 +17,7 @@ from importlib import resources
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from langshaw.diagnostics import Diagnostic
+from langshaw.diagnostics import Diagnostic, shown
 
 CLAUSE_KEYWORDS = frozenset({"WHO", "WHAT", "DO", "SAYSO", "NONO", "NOGO"})
 # A line ending with one of these goes on on the next line.
@@ -39,6 +39,9 @@ _WORDS = {
     "SCHEMA_FILE": "a schema file in double quotes",
 }
 _MAX_ERRORS = 50
+_LONE_CR = re.compile(r"\r(?!\n)")
+# `do: Role : Action(...)` where the role is named like a clause keyword.
+_KEYWORD_ACTOR = re.compile(r"\s*(who|what|do|sayso|nono|nogo)\s*:\s*[A-Za-z_]\w*\s*\(")
 
 
 def _describe(terminal: str) -> str:
@@ -50,7 +53,7 @@ def _describe(terminal: str) -> str:
 def _describe_found(token: Token) -> str:
     if token.type in ("_NL", "$END"):
         return _WORDS[token.type]
-    return f"'{token.value}'"
+    return f"'{shown(token.value)}'"
 
 
 def _expected_list(expected: set[str] | frozenset[str]) -> str:
@@ -196,15 +199,25 @@ def _line_end(text: str, pos: int) -> int:
     return len(text) if end < 0 else end
 
 
-def _syntax_diagnostic(source: str, error: UnexpectedInput, open_paren: Token | None) -> Diagnostic:
+def _syntax_diagnostic(
+    source: str, error: UnexpectedInput, open_paren: Token | None, text: str = ""
+) -> Diagnostic:
     hint = ""
     if open_paren is not None:
         hint = f" (the '(' at line {open_paren.line}, column {open_paren.column} is not closed)"
+    lines = text.split("\n")
+    line_no = getattr(error, "line", None)
+    if isinstance(line_no, int) and 1 <= line_no <= len(lines):
+        actor = _KEYWORD_ACTOR.match(lines[line_no - 1])
+        if actor:
+            hint = (f" ('{actor.group(1)}' at the start of a line begins a clause, so it "
+                    "cannot name a role that performs an action: rename the role)")
     if isinstance(error, UnexpectedCharacters):
-        found = error.char if error.char not in "\r\n" else "a line break"
-        message = (
-            f"unexpected character '{found}'; expected {_expected_list(error.allowed or set())}"
-        )
+        found = f"'{shown(error.char)}'" if error.char not in "\r\n" else "a line break"
+        allowed = set(error.allowed or set())
+        if open_paren is not None:
+            allowed.discard("_NL")  # line breaks are dropped inside parentheses
+        message = f"unexpected character {found}; expected {_expected_list(allowed)}"
         return Diagnostic(source, error.line, error.column, message + hint)
     if isinstance(error, UnexpectedToken):
         token = error.token
@@ -220,10 +233,10 @@ def _syntax_diagnostic(source: str, error: UnexpectedInput, open_paren: Token | 
             stray = re.search(r"[^A-Za-z0-9_\s:,()>/#-]", token.value)
             if stray:
                 column = (column or 1) + stray.start()
-                message = f"unexpected character '{stray.group()}'"
+                message = f"unexpected character '{shown(stray.group())}'"
             else:
                 found = token.value.split()[0]
-                message = f"expected {_expected_list(expected)} but found '{found}'"
+                message = f"expected {_expected_list(expected)} but found '{shown(found)}'"
         else:
             message = f"expected {_expected_list(expected)} but found {_describe_found(token)}"
         return Diagnostic(source, line or 1, column or 1, message + hint)
@@ -233,6 +246,9 @@ def _syntax_diagnostic(source: str, error: UnexpectedInput, open_paren: Token | 
 
 def parse_raw(text: str, source: str) -> tuple[RawProtocol | None, list[Diagnostic]]:
     """Parse ``text``; return the raw protocol (None if nothing parsed) and syntax errors."""
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte order mark: editors show none, so columns skip it
+    text = _LONE_CR.sub("\n", text)  # old Mac line ends: one for one, so positions hold
     parser = _parser()
     errors: list[Diagnostic] = []
     seen: set[tuple[int, int]] = set()
@@ -242,15 +258,15 @@ def parse_raw(text: str, source: str) -> tuple[RawProtocol | None, list[Diagnost
             try:
                 tree = parser.lark.parse(text)
             except UnexpectedInput as error:
-                diagnostic = _syntax_diagnostic(source, error, parser.postlexer.open_paren)
+                diagnostic = _syntax_diagnostic(source, error, parser.postlexer.open_paren, text)
                 where = (diagnostic.line, diagnostic.column)
                 if where in seen:
                     break
                 seen.add(where)
                 errors.append(diagnostic)
                 recovered = _recover(text, error, parser.postlexer.statement_start)
-                if recovered is None:
-                    break
+                if recovered is None or not recovered.strip():
+                    break  # nothing left to parse: more errors would only be echoes
                 text = recovered
                 continue
             raw = _build(tree, list(parser.comments), text)
@@ -354,7 +370,7 @@ def _parameter(tree: Tree[Token]) -> RawParameter:
 
 def _attach_docs(raw: RawProtocol, comments: list[Token], text: str) -> None:
     """A comment line right above an action, or at the end of its lines, documents it."""
-    lines = text.splitlines()
+    lines = text.split("\n")  # as Lark counts lines (splitlines also breaks at \f, \x85...)
     by_line: dict[int, Token] = {c.line: c for c in comments if c.line is not None}
 
     def comment_only(line_no: int) -> bool:

@@ -156,8 +156,8 @@ def protocol_svg(graph: ProtocolGraph) -> str:
     for node in graph.actions:
         out.extend(_box(node, boxes[node.name], scope_fill.get(node.scope, "#ffffff")))
     out.append('<g class="exclusions">')
-    for a, b in graph.nono:
-        out.extend(_exclusion(boxes[a], boxes[b], "nono", a, b))
+    for i, (a, b) in enumerate(graph.nono):
+        out.extend(_exclusion(boxes[a], boxes[b], "nono", a, b, graph.chain_of(i)))
     for a, b in graph.nogo:
         out.extend(_exclusion(boxes[a], boxes[b], "nogo", a, b))
     out.append("</g>")
@@ -220,18 +220,26 @@ def _curve(a: tuple[float, float, float, float], b: tuple[float, float, float, f
 
 
 def _exclusion(a: tuple[float, float, float, float], b: tuple[float, float, float, float],
-               rule: str, first: str, second: str) -> list[str]:
+               rule: str, first: str, second: str,
+               chain: tuple[int, tuple[str, ...]] | None = None) -> list[str]:
+    """A nono pair or a nogo edge; ``chain``: the link is one of a large nono
+    group's chain (its number and its actions), labelled with the number."""
     nono = rule == "nono"
     pts, (mx, my) = _curve(a, b, BULGE * (0.75 if nono else -0.75), 0 if nono else 7)
     colour = NONO if nono else NOGO
     p = [_num(v) for v in pts]
     what = f"{first} and {second} exclude each other" if nono else f"{first} -/> {second}"
-    out = [f'<g class="{rule}"><title>{text(rule + ": " + what)}</title>',
+    said = rule
+    if chain is not None:
+        said = f"nono {chain[0]}"
+        what = (f"{first}, {second} and the {len(chain[1]) - 2} other actions of the group "
+                "exclude each other")
+    out = [f'<g class="{rule}"><title>{text(said + ": " + what)}</title>',
            f'<path d="M{p[0]},{p[1]} C{p[2]},{p[3]} {p[4]},{p[5]} {p[6]},{p[7]}" fill="none" '
            f'stroke="{colour}" stroke-width="1.6" stroke-dasharray="6 4"'
            + ("" if nono else ' marker-end="url(#arrow-nogo)"') + "/>"]
     out.extend(_cross(mx, my, colour, nono))
-    out.append(_text(mx + 9, my - 6, rule, 10, extra=f' fill="{colour}" font-weight="bold"'))
+    out.append(_text(mx + 9, my - 6, said, 10, extra=f' fill="{colour}" font-weight="bold"'))
     out.append("</g>")
     return out
 
@@ -260,7 +268,9 @@ def _legend(graph: ProtocolGraph, x: float, y: float, width: float) -> tuple[flo
              ("out", "out: the performer binds it"), ("in", "in: bound before, carried")]
     scopes = [(", ".join(s), SCOPE_FILLS[i % len(SCOPE_FILLS)])
               for i, s in enumerate(graph.scopes)]
-    rows = len(items) + 1 + (1 + len(scopes) if scopes else 0)
+    chains = [f"nono {n}: these {len(g)} actions exclude each other, linked in a chain: "
+              + _cut(", ".join(g), 90) for n, g in enumerate(graph.nono_chains, 1)]
+    rows = len(items) + 1 + (1 + len(scopes) if scopes else 0) + len(chains)
     height = 28 + rows * 18
     out = ['<g class="legend">',
            f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(width)}" height="{_num(height)}" '
@@ -295,6 +305,9 @@ def _legend(graph: ProtocolGraph, x: float, y: float, width: float) -> tuple[flo
                        f'rx="3" fill="{fill}" stroke="#333333" stroke-dasharray="5 3"/>')
             out.append(_text(x + 64, row, "sub-scope " + label, 11))
             row += 18
+    for said in chains:
+        out.append(_text(x + 12, row, said, 11, extra=f' fill="{NONO}"'))
+        row += 18
     out.append("</g>")
     return height, out
 

@@ -7,6 +7,7 @@ naming the offending name; a protocol with errors is never built.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,16 @@ from langshaw.diagnostics import (
     Diagnostic,
     LangshawSyntaxError,
     LangshawValidationError,
+    shown,
 )
 from langshaw.types import SIMPLE_TYPES, AttributeType, SchemaFileError, from_file, simple
 
 _KEYWORDS = ("who", "what", "do", "sayso", "nono", "nogo")
+# What a protocol's name (free text) may not hold: characters that act on a
+# terminal or an editor rather than show (controls, bidi overrides, a BOM).
+_UNSHOWABLE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufeff]"
+)
 
 
 class _Report:
@@ -44,6 +51,12 @@ class _Report:
     @property
     def errors(self) -> list[Diagnostic]:
         return [d for d in self.items if d.severity == "error"]
+
+
+def _shifted(token: Token, offset: int) -> Token:
+    """A position ``offset`` characters into ``token`` (on its line)."""
+    return Token(token.type, token.value, line=token.line,
+                 column=(token.column or 1) + offset)
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str:
@@ -101,6 +114,14 @@ def _check(raw: RawProtocol, report: _Report, base: Path) -> dict[str, Any] | No
             f"the first line must be the protocol's name, but it starts with the clause "
             f"'{first_word.rstrip(':')}'",
         )
+    stray = _UNSHOWABLE.search(raw.name.value)
+    if stray:
+        report.error(
+            _shifted(raw.name, stray.start()),
+            "name",
+            f"the protocol's name holds the character '{shown(stray.group())}', which would "
+            "not show as itself",
+        )
     for keyword in ("who", "what", "do"):
         if keyword not in raw.clause_keywords:
             report.error(raw.name, "missing-clause", f"the protocol has no '{keyword}' clause")
@@ -108,6 +129,8 @@ def _check(raw: RawProtocol, report: _Report, base: Path) -> dict[str, Any] | No
         report.error(raw.clause_keywords["who"], "empty-clause", "'who' names no role")
     if "do" in raw.clause_keywords and not raw.actions:
         report.error(raw.clause_keywords["do"], "empty-clause", "'do' declares no action")
+
+    _check_keyword_names(raw, report)
 
     # Roles ---------------------------------------------------------------------
     roles: dict[str, Token] = {}
@@ -313,6 +336,14 @@ def _check(raw: RawProtocol, report: _Report, base: Path) -> dict[str, Any] | No
     if report.errors:
         return None
 
+    if "what" in raw.clause_keywords and not raw.goals:
+        report.warning(
+            raw.clause_keywords["what"],
+            "no-goal",
+            "the protocol declares no completion clause (after its keys in 'what', e.g. "
+            "'what id key, Done'), so an enactment is complete once its first action occurs",
+        )
+
     built = {
         name: Action(
             name=name,
@@ -340,6 +371,28 @@ def _check(raw: RawProtocol, report: _Report, base: Path) -> dict[str, Any] | No
         root_keys=root_keys,
         types=types,
     )
+
+
+def _check_keyword_names(raw: RawProtocol, report: _Report) -> None:
+    """A clause keyword as a name parses where a name is expected, but a line
+    that starts with it begins a clause: a role named 'do' could never perform
+    an action, an action named 'nono' could not start a nono line."""
+    declared = [
+        *((t, "a role") for t in raw.roles),
+        *((a.name, "an action") for a in raw.actions),
+        *((t, "a key") for t in raw.keys),
+        *((p.name, "an attribute") for a in raw.actions for p in a.parameters),
+    ]
+    seen: set[str] = set()
+    for token, kind in declared:
+        if token.value in _KEYWORDS and token.value not in seen:
+            seen.add(token.value)
+            report.error(
+                token,
+                "keyword-name",
+                f"'{token.value}' is a clause keyword, so it cannot name {kind}: a line "
+                "that starts with it begins a clause; rename it",
+            )
 
 
 def _annotation(parameter: RawParameter) -> tuple[bool, str | None]:
@@ -405,6 +458,10 @@ def _types(
                 continue
         if parameter.type is not None and parameter.type.type == "SCHEMA_FILE":
             assert kind is not None
+            problem = _schema_path_problem(kind, base)
+            if problem:
+                report.error(parameter.type, "schema-file", f"'{attribute}': {problem}")
+                continue
             try:
                 types[attribute] = from_file(attribute, kind, optional, base)
             except SchemaFileError as exc:
@@ -420,6 +477,20 @@ def _types(
             continue
         types[attribute] = simple(attribute, kind, optional)
     return types
+
+
+def _schema_path_problem(reference: str, base: Path) -> str | None:
+    """Why ``reference`` cannot name a schema file before it is opened: a
+    character no file name holds, or a pipe or device (reading one could wait,
+    or fill memory, forever)."""
+    target = reference.partition("#")[0]
+    stray = _UNSHOWABLE.search(target)
+    if stray:
+        return f"the schema file's name holds the character '{shown(stray.group())}'"
+    path = base / target
+    if target and path.exists() and not path.is_file() and not path.is_dir():
+        return f"cannot read schema file {path}: not a regular file"
+    return None
 
 
 def _spelled(parameter: RawParameter) -> str:
@@ -445,9 +516,10 @@ def _warn_unreachable(
     by another reachable action in the same or an enclosing scope (fewer keys).
     """
     reachable: set[str] = set()
+    bound: dict[str, list[str]] = {}  # attribute -> the reachable actions carrying it
 
-    def blocker(action: Action) -> str | None:
-        """Why ``action`` cannot be enabled yet, or None."""
+    def blocker(action: Action) -> tuple[str, str] | None:
+        """What ``action`` waits for (a name) and why it cannot be enabled yet, or None."""
         mine = set(action.keys)
         for attr in action.attributes:
             if attr in keys:
@@ -456,9 +528,9 @@ def _warn_unreachable(
                 dep = actions[attr]
                 theirs = set(dep.keys)
                 if attr not in reachable:
-                    return f"it depends on '{attr}', which can never occur"
+                    return attr, f"it depends on '{attr}', which can never occur"
                 if not (theirs <= mine or mine <= theirs):
-                    return (
+                    return attr, (
                         f"it depends on '{attr}', whose keys ({', '.join(dep.keys)}) are neither "
                         f"a subset nor a superset of its own ({', '.join(action.keys)})"
                     )
@@ -466,28 +538,39 @@ def _warn_unreachable(
             if action.actor in sayso.get(attr, ()):
                 continue
             if any(
-                attr in other.attributes and set(other.keys) <= mine
-                for other in actions.values()
-                if other.name in reachable and other.name != action.name
+                set(actions[other].keys) <= mine
+                for other in bound.get(attr, ())
+                if other != action.name
             ):
                 continue
             owners = " > ".join(sayso.get(attr, ())) or "nobody"
-            return (
+            return attr, (
                 f"'{attr}' can only be bound by {owners} (sayso), and no action that could occur "
                 f"before it in the same or an enclosing scope binds it"
             )
         return None
 
-    changed = True
-    while changed:
-        changed = False
-        for action in actions.values():
-            if action.name not in reachable and blocker(action) is None:
-                reachable.add(action.name)
-                changed = True
+    # A worklist: an action blocked on a name is looked at again only when an
+    # action that is, or carries, that name becomes reachable (passes over every
+    # action until none changes are quadratic on a chain written upwards).
+    waiting: dict[str, list[str]] = {}
+    pending = list(reversed(actions))
+    while pending:
+        name = pending.pop()
+        found = blocker(actions[name])
+        if found is not None:
+            waiting.setdefault(found[0], []).append(name)
+            continue
+        reachable.add(name)
+        woken = waiting.pop(name, [])
+        for attr in actions[name].attributes:
+            if attr not in keys:
+                bound.setdefault(attr, []).append(name)
+                woken += waiting.pop(attr, [])
+        pending.extend(reversed(woken))
     for action in actions.values():
         if action.name not in reachable:
-            reason = blocker(action)
+            reason = (blocker(action) or ("", ""))[1]
             report.warning(
                 tokens[action.name][1],
                 "never-enabled",

@@ -123,8 +123,8 @@ def _positive(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from langshaw.diagnostics import Diagnostic
-    from langshaw.model import diagnose
+    from langshaw.diagnostics import LangshawError
+    from langshaw.model import diagnose, read_source
 
     if getattr(args, "semantics", "both") == "both":
         args.semantics = ["shared", "decentralized"]
@@ -142,10 +142,10 @@ def run(args: argparse.Namespace) -> int:
         document: dict[str, Any] = {"file": name, "valid": False, "diagnostics": []}
         documents.append(document)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or str(exc)
-            _emit(document, Diagnostic(name, 1, 1, f"cannot read: {reason}"), as_json)
+            text = read_source(path, name)
+        except LangshawError as exc:
+            for diagnostic in exc.diagnostics:
+                _emit(document, diagnostic, as_json)
             failed += 1
             continue
         protocol, diagnostics = diagnose(text, name, base=path.parent)

@@ -13,6 +13,16 @@ from typing import Literal
 Severity = Literal["error", "warning"]
 
 
+def shown(text: str, limit: int | None = 40) -> str:
+    """``text`` as a message quotes it: on one line, every character a terminal
+    or an editor would not show as itself (NUL, ESC, a line break, a bidi
+    override, a BOM) written as a Python escape, and cut after ``limit``
+    characters (None: not cut)."""
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 @dataclass(frozen=True, order=True)
 class Diagnostic:
     """One problem found in a protocol file."""
@@ -26,7 +36,9 @@ class Diagnostic:
 
     def __str__(self) -> str:
         prefix = "" if self.severity == "error" else "warning: "
-        return f"{self.source}:{self.line}:{self.column}: {prefix}{self.message}"
+        # One line, shown as it is: a file's name may hold a line break or an ESC.
+        where = shown(self.source, None)
+        return f"{where}:{self.line}:{self.column}: {prefix}{shown(self.message, None)}"
 
 
 class LangshawError(Exception):

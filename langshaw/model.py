@@ -18,7 +18,7 @@ from langshaw.action import Action
 from langshaw.diagnostics import Diagnostic, LangshawError
 from langshaw.types import AttributeType
 
-__all__ = ["Action", "AttributeType", "LangshawProtocol", "diagnose"]
+__all__ = ["Action", "AttributeType", "LangshawProtocol", "diagnose", "read_source"]
 
 
 def _freeze(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -72,17 +72,7 @@ class LangshawProtocol:
     def load(cls, path: str | Path) -> LangshawProtocol:
         """Load a ``.lsh`` file; errors are reported as ``path:line:col: message``."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            diagnostic = Diagnostic(str(path), 1, 1, f"cannot read: {reason}", code="io")
-            raise LangshawError([diagnostic]) from None
-        except UnicodeDecodeError as exc:
-            line = exc.object[: exc.start].count(b"\n") + 1
-            diagnostic = Diagnostic(str(path), line, 1, "not UTF-8 text", code="io")
-            raise LangshawError([diagnostic]) from None
-        return cls.parse(text, source=str(path), base=path.parent)
+        return cls.parse(read_source(path), source=str(path), base=path.parent)
 
     # Queries --------------------------------------------------------------------
 
@@ -136,6 +126,36 @@ class LangshawProtocol:
         goal = " and ".join(" or ".join(clause) for clause in self.completion) or "(none)"
         lines.append(f"  complete when: {goal}")
         return "\n".join(lines)
+
+
+def read_source(path: str | Path, source: str | None = None) -> str:
+    """The text of the protocol file ``path``; LangshawError, located in
+    ``source`` (by default the path), if it cannot be read or is not UTF-8."""
+    path = Path(path)
+    source = str(path) if source is None else source
+
+    def fail(line: int, column: int, message: str) -> LangshawError:
+        return LangshawError([Diagnostic(source, line, column, message, code="io")])
+
+    if not source:  # Path("") is the current directory
+        raise LangshawError([Diagnostic("''", 1, 1, "cannot read: the file name is empty",
+                                        code="io")])
+    try:
+        if path.exists() and not path.is_file() and not path.is_dir():
+            # A pipe or a device: reading it could wait or fill memory forever.
+            raise fail(1, 1, "cannot read: not a regular file")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise fail(1, 1, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL in the path
+        raise fail(1, 1, f"cannot read: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        column = len(data[start : exc.start].decode("utf-8", "replace")) + 1
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise fail(line, column, f"not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
 
 
 def diagnose(
