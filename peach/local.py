@@ -4,10 +4,12 @@ For single-process systems and fast tests. Attempts go through the very code the
 HTTP server runs (authorization, checks, finalization, store), so an adapter
 behaves the same on either executor.
 
-Values cross between the agent and the server as copies, as they would over
-HTTP: an agent that changes a list after attempting it, or one that changes a
-value it observed, would otherwise change the server's log, and every other
-in-process agent's view, behind the checks.
+An attempt's values reach the server as a copy, as they would over HTTP: an
+agent that changed a list after attempting it would otherwise change the
+server's log, and every other in-process agent's view, behind the checks. What
+agents observe is not copied (a copy for each agent of each batch cost the
+in-process path half again, `bench/syncserver.py` item 4): an observed
+instance's values are the server's, read-only as ``ActionInstance`` says.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from langshaw import ActionInstance
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
 from syncserver.acts_for import ActsFor
-from syncserver.batch import Batch, Entry
+from syncserver.batch import Batch
 from syncserver.errors import Rejected, ServiceError
 from syncserver.mandate import Mandate
 from syncserver.server import SyncServer
@@ -89,42 +91,29 @@ class LocalExecutor(Executor):
             raise ExecutorError(
                 exc.message, status=exc.status, code=exc.code, retryable=exc.status == 503
             ) from None
-        return _detached(receipt.batch), list(receipt.positions)
+        return receipt.batch, list(receipt.positions)
 
     async def _read(self, adapter: Member, after: int, limit: int) -> list[Batch]:
         agent = self.server.agent(self.mas, adapter.name)
-        batches = await self.server.read(self.mas, adapter.protocol.name, agent, after, limit)
-        return [_detached(b) for b in batches]
+        return await self.server.read(self.mas, adapter.protocol.name, agent, after, limit)
 
-    async def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
+    def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
         agent = self.server.agent(self.mas, adapter.name)
-        stream = self.server.subscribe(self.mas, adapter.protocol.name, agent, after)
-        try:
-            async for batch in stream:
-                yield _detached(batch)
-        finally:
-            # Unsubscribe now, not when the collector gets to the server's generator.
-            await stream.aclose()  # type: ignore[attr-defined]
+        return self.server.subscribe(self.mas, adapter.protocol.name, agent, after)
 
 
 def _copy(value: Any) -> Any:
     """A copy of a JSON value that shares no container with it (what is not a
-    JSON container is left as it is: the server refuses it anyway)."""
+    JSON container is left as it is: the server refuses it anyway). Scalars,
+    most of a value, are taken as they are without a call."""
     kind = type(value)
     if kind is dict:
-        return {k: _copy(v) for k, v in value.items()}
+        return {k: v if type(v) not in _CONTAINERS else _copy(v) for k, v in value.items()}
     if kind is list:
-        return [_copy(v) for v in value]
+        return [v if type(v) not in _CONTAINERS else _copy(v) for v in value]
     if kind is tuple:
-        return tuple(_copy(v) for v in value)
+        return tuple(v if type(v) not in _CONTAINERS else _copy(v) for v in value)
     return value
 
 
-def _detached(batch: Batch) -> Batch:
-    """``batch`` with instances of the agent's own: the server's stay the server's."""
-    entries = tuple(
-        Entry(ActionInstance(e.instance.action, _copy(e.instance.bindings)), e.performer,
-              e.attempt_id)
-        for e in batch.entries
-    )
-    return Batch(batch.protocol, batch.seq, entries)
+_CONTAINERS = frozenset((dict, list, tuple))
