@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from langshaw import json_equal
 from langshaw.semantics import fingerprint
@@ -68,3 +70,49 @@ def test_json_problem_looks_closer_only_where_the_quick_check_balks(
     value: object, problem: str | None
 ) -> None:
     assert json_problem(value) == problem
+
+
+# json_equal against an oracle written from its definition, not from its code:
+# two values are equal when their tagged forms are (a boolean is tagged apart
+# from numbers; a list and a tuple are one sequence; an object's key order does
+# not count; an integer and a float of the same value are one number).
+
+def _tagged(value: object) -> object:
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _tagged(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return ("array", tuple(_tagged(v) for v in value))
+    return ("scalar", value)
+
+
+_leaves = st.one_of(
+    st.booleans(), st.sampled_from([0, 1, 2, 0.0, 1.0, -0.0, 2.5]), st.sampled_from(["a", "b", ""]),
+    st.none(),
+)
+_values = st.recursive(
+    _leaves,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_values, _values)
+def test_json_equal_agrees_with_the_tagged_oracle(a: object, b: object) -> None:
+    expected = _tagged(a) == _tagged(b)
+    assert json_equal(a, b) is expected  # type: ignore[arg-type]
+    assert json_equal(b, a) is expected  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_values)
+def test_json_equal_holds_between_a_value_and_its_copy(a: object) -> None:
+    import copy
+
+    assert json_equal(a, copy.deepcopy(a))  # type: ignore[arg-type]
