@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +32,9 @@ SIMPLE_TYPES = ("string", "integer", "number", "boolean", "object", "array")
 """The type names a protocol may write inline; each is the JSON Schema ``type``."""
 
 _MAX_FILES = 64  # schema files one protocol may pull in, through $ref included
+# The largest schema file read (the UCP checkout's are under 20 KB): a $ref to a
+# log file or a disk image is refused, not read into memory.
+_MAX_BYTES = 4 * 2**20
 # How deep a value may nest where a schema refers to itself: the validator
 # follows such a value level by level on the machine stack. (Over HTTP the JSON
 # parser already refuses deeper bodies; this guards values built in process.)
@@ -198,8 +202,24 @@ def _load(path: Path, documents: dict[str, Any], reference: str) -> None:
             f"{json.dumps(reference)} pulls in more than {_MAX_FILES} schema files", "schema-ref"
         )
     try:
+        # Looked at before it is opened: a $ref to a pipe or a device would wait,
+        # or fill memory, for ever (the protocol's own names are checked earlier,
+        # langshaw._validate; a $ref inside a schema file only here).
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise SchemaFileError(
+                f"cannot read schema file {path}: not a regular file", "schema-file"
+            )
+        if info.st_size > _MAX_BYTES:
+            raise SchemaFileError(
+                f"schema file {path} is {info.st_size} bytes, more than a schema file may "
+                f"be ({_MAX_BYTES})",
+                "schema-file",
+            )
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the name
+        if isinstance(exc, SchemaFileError):
+            raise
         reason = getattr(exc, "strerror", None) or str(exc)
         raise SchemaFileError(f"cannot read schema file {path}: {reason}", "schema-file") from None
     try:

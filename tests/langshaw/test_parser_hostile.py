@@ -5,6 +5,7 @@ LangshawError with located one-line messages, never another exception."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -270,3 +271,26 @@ def test_checking_a_chain_written_upwards_is_linear() -> None:
     seconds(200)  # warm up the parser
     small, large = min(seconds(250) for _ in range(3)), min(seconds(4000) for _ in range(2))
     assert large < small * 16 * 3, (small, large)  # 16x the size: it was ~115x
+
+
+def test_a_ref_inside_a_schema_file_to_a_device_or_a_huge_file_is_refused_unread(
+    tmp_path: Path,
+) -> None:
+    """The protocol's own schema names are checked before anything is read; a
+    $ref inside a schema file reaches the files it names only through the
+    loader, which looks at them first, as it does for the protocol's."""
+    os.mkfifo(tmp_path / "pipe.json")
+    (tmp_path / "huge.json").write_bytes(b'{"type": "string", "description": "'
+                                         + b"x" * (5 * 2**20) + b'"}')
+    for name, target, says in (
+        ("pipe", "pipe.json", "not a regular file"),
+        ("zero", "/dev/zero", "not a regular file"),
+        ("huge", "huge.json", "more than a schema file may be"),
+    ):
+        (tmp_path / f"{name}-ref.json").write_text(json.dumps({"$ref": target}))
+        text = MINIMAL.replace("Go(id)", f'Go(id, x: "{name}-ref.json")') + "sayso\n  A : x\n"
+        (tmp_path / f"{name}.lsh").write_text(text, encoding="utf-8")
+        with pytest.raises(LangshawError) as caught:
+            LangshawProtocol.load(tmp_path / f"{name}.lsh")
+        [error] = caught.value.errors
+        assert says in str(error), str(error)
