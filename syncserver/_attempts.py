@@ -27,10 +27,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from syncserver._figures import counted
 from syncserver.config import AgentConfig
-from syncserver.errors import Rejected, ServiceError, error_bytes, internal
+from syncserver.errors import Rejected, ServiceError, describe, error_bytes, internal
 from syncserver.ledger import Ledger
 from syncserver.server import SyncServer
-from syncserver.wire import AttemptIn, describe
+from syncserver.wire import AttemptIn
 
 log = logging.getLogger("strabo.syncserver")
 

@@ -58,12 +58,12 @@ from syncserver._attempts import encode, finalize
 from syncserver._handed import HandedOver
 from syncserver.batch import Batch
 from syncserver.config import AgentConfig
-from syncserver.errors import ServiceError, error_bytes, error_json
+from syncserver.errors import ServiceError, describe, error_bytes, error_json
 from syncserver.feed import Lagging
 from syncserver.ledger import Ledger
 from syncserver.limits import Limits
 from syncserver.server import SyncServer
-from syncserver.wire import AttemptIn, describe
+from syncserver.wire import AttemptIn
 
 log = logging.getLogger("strabo.syncserver")
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pydantic import ValidationError
+
 from langshaw import Violation
 
 
@@ -98,3 +100,19 @@ class Rejected(ServiceError):
             RULE_STATUS.get(violation.rule, 409), violation.rule, violation.message, **details
         )
         self.violation = violation
+
+
+def describe(error: ValidationError) -> tuple[str, str]:
+    """A (code, message) pair for a body that failed validation: ``bad-json``
+    when it is not JSON at all, ``bad-request`` else. Here, not in ``wire``, so
+    that agents answering their peers (peach.peer) say it as the server does."""
+    problems = error.errors(include_url=False)
+    if any(p["type"] == "json_invalid" for p in problems):
+        detail = next(p for p in problems if p["type"] == "json_invalid")
+        reason = (detail.get("ctx") or {}).get("error", "invalid JSON")
+        return "bad-json", f"the body is not valid JSON: {reason}"
+    parts = []
+    for p in problems[:5]:
+        where = ".".join(str(x) for x in p["loc"]) or "body"
+        parts.append(f"{where}: {p['msg']}")
+    return "bad-request", "; ".join(parts)

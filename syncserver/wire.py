@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class InstanceIn(BaseModel):
@@ -30,15 +30,3 @@ class AttemptIn(BaseModel):
     attempt_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-def describe(error: ValidationError) -> tuple[str, str]:
-    """A (code, message) pair for a body that failed validation."""
-    problems = error.errors(include_url=False)
-    if any(p["type"] == "json_invalid" for p in problems):
-        detail = next(p for p in problems if p["type"] == "json_invalid")
-        reason = (detail.get("ctx") or {}).get("error", "invalid JSON")
-        return "bad-json", f"the body is not valid JSON: {reason}"
-    parts = []
-    for p in problems[:5]:
-        where = ".".join(str(x) for x in p["loc"]) or "body"
-        parts.append(f"{where}: {p['msg']}")
-    return "bad-request", "; ".join(parts)

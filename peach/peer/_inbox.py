@@ -37,7 +37,7 @@ from peach.peer import _wire as wire
 from peach.peer._ledger import Ledger, Waiting
 from peach.peer._store import Record, Refusal, Verdict
 from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory
-from syncserver.wire import describe
+from syncserver.errors import describe
 
 log = logging.getLogger("strabo.peach.peer")
 
