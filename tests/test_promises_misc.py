@@ -181,3 +181,21 @@ async def test_a_request_in_flight_when_the_merchant_is_stopped_is_answered() ->
     assert answer.startswith(b"HTTP/1.1 201 "), answer[:300]
     assert b'"Bouquet of Red Roses"' in answer
     assert status == 0 and err.rstrip().endswith("strabo merchant: stopped"), err
+
+
+async def test_an_mcp_role_server_runs_at_most_64_waits_at_once() -> None:
+    """docs/mcp.md: "at most 64 waits run at once: past that, the oldest ends at
+    once with no events and an `ended` note" (the default of the role server's
+    event log; tests/peach/mcp/test_hostile.py checks the mechanism with 1)."""
+    from peach.mcp._events import EventLog
+
+    log = EventLog()
+    waits = [asyncio.create_task(log.wait(None, 60)) for _ in range(65)]
+    try:
+        oldest = await asyncio.wait_for(waits[0], 10)
+        assert oldest["events"] == [] and "more than 64 waits at once" in oldest["ended"]
+        assert log.waiting == 64 and not any(w.done() for w in waits[1:])
+    finally:
+        log.close()  # every other wait ends, saying the server stops
+        ended = await asyncio.gather(*waits[1:], return_exceptions=True)
+    assert all(isinstance(e, EOFError) for e in ended)
