@@ -187,9 +187,13 @@ async def test_an_mcp_role_server_runs_at_most_64_waits_at_once() -> None:
     """docs/mcp.md: "at most 64 waits run at once: past that, the oldest ends at
     once with no events and an `ended` note" (the default of the role server's
     event log; tests/peach/mcp/test_hostile.py checks the mechanism with 1)."""
+    import inspect
+
+    from peach.mcp import RoleServer
     from peach.mcp._events import EventLog
 
-    log = EventLog()
+    assert inspect.signature(RoleServer).parameters["max_waits"].default == 64
+    log = EventLog(max_waits=64)
     waits = [asyncio.create_task(log.wait(None, 60)) for _ in range(65)]
     try:
         oldest = await asyncio.wait_for(waits[0], 10)
