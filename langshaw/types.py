@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,6 +193,34 @@ def from_file(attribute: str, reference: str, optional: bool, base: Path) -> Att
     return AttributeType(attribute, reference, optional, schema, validator, registry, recursive)
 
 
+# Read only, without waiting (a pipe), not inherited; O_BINARY on Windows.
+_OPEN_FLAGS = os.O_RDONLY | sum(
+    getattr(os, name, 0) for name in ("O_NONBLOCK", "O_CLOEXEC", "O_BINARY")
+)
+
+
+def _read(path: Path) -> str:
+    """The text of the regular file ``path``, of at most _MAX_BYTES. Looked at
+    again once open, without waiting in the open (a pipe put in its place since
+    the look would hold it for ever), and read no further than the limit: a
+    file the kernel writes as it is read (/proc's) says it has 0 bytes, and a
+    log grows."""
+    fd = os.open(path, _OPEN_FLAGS)
+    with open(fd, "rb") as file:  # closes fd
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SchemaFileError(
+                f"cannot read schema file {path}: not a regular file", "schema-file"
+            )
+        data = file.read(_MAX_BYTES + 1)
+    if len(data) > _MAX_BYTES:
+        raise SchemaFileError(
+            f"schema file {path} is more than a schema file may be ({_MAX_BYTES} bytes)",
+            "schema-file",
+        )
+    # As Path.read_text read it: universal newlines (the lines errors name).
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _load(path: Path, documents: dict[str, Any], reference: str) -> None:
     """Read ``path`` and, through their relative ``$ref``s, the files it uses."""
     uri = path.as_uri()
@@ -216,7 +245,7 @@ def _load(path: Path, documents: dict[str, Any], reference: str) -> None:
                 f"be ({_MAX_BYTES})",
                 "schema-file",
             )
-        text = path.read_text(encoding="utf-8")
+        text = _read(path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a NUL in the name
         if isinstance(exc, SchemaFileError):
             raise

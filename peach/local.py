@@ -105,15 +105,25 @@ class LocalExecutor(Executor):
 def _copy(value: Any) -> Any:
     """A copy of a JSON value that shares no container with it (what is not a
     JSON container is left as it is: the server refuses it anyway). Scalars,
-    most of a value, are taken as they are without a call."""
+    most of a value, are taken as they are without a call. A subclass of a
+    container (an OrderedDict, a list or a namedtuple of the agent's own) is a
+    JSON value to the server's checks too: it arrives as the plain container
+    HTTP would bring, never shared (the server kept it, and its later changes)."""
     kind = type(value)
     if kind is dict:
-        return {k: v if type(v) not in _CONTAINERS else _copy(v) for k, v in value.items()}
+        return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}
     if kind is list:
-        return [v if type(v) not in _CONTAINERS else _copy(v) for v in value]
+        return [v if type(v) in _ATOMS else _copy(v) for v in value]
     if kind is tuple:
-        return tuple(v if type(v) not in _CONTAINERS else _copy(v) for v in value)
+        return tuple(v if type(v) in _ATOMS else _copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
     return value
 
 
-_CONTAINERS = frozenset((dict, list, tuple))
+# The scalars taken as they are (immutable); anything else goes through _copy.
+_ATOMS = frozenset((str, int, float, bool, type(None)))

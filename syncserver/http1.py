@@ -321,6 +321,7 @@ class Client:
         self._fixed = _header_lines(fixed)
         self._fixed_by_name = {name.lower(): (name, value) for name, value in fixed.items()}
         self._idle: list[Connection] = []
+        self.max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
 
@@ -397,12 +398,15 @@ class Client:
             merged.update((name.lower(), (name, value)) for name, value in headers.items())
             lines = _header_lines(dict(merged.values()))
         data = self._request(method, self._target(path, params), payload, lines)
+        placed = sent = False
         try:
             # The wait for one of the client's places is part of the time allowed:
             # in a burst past them, a caller's deadline still holds.
             async with asyncio.timeout(self.timeout), self._slots:
+                placed = True
                 while True:
                     connection = await self._take()
+                    sent = True
                     try:
                         response, keep = await self._exchange(connection, method, data)
                     except _Stale:
@@ -417,6 +421,17 @@ class Client:
                         connection.close()
                     return response
         except TimeoutError:
+            if not sent:
+                # Not a byte went out: said as a connection that could not be made
+                # is, so that a caller may send it again even where a second run
+                # would do harm (strabo.ucp.a2a_transport settles an unsafe tool
+                # that got no answer as "outcome unknown", and never resends it).
+                why = (
+                    f"timed out after {self.timeout}s"
+                    if placed
+                    else f"all {self.max_connections} connections busy for {self.timeout}s"
+                )
+                raise TransportError(f"cannot connect to {self.host}:{self.port}: {why}") from None
             raise TransportError(f"no answer within {self.timeout}s") from None
 
     async def _exchange(

@@ -214,6 +214,10 @@ class SQLitePeerStore(PeerStore):
         self._acks: list[tuple[str, int, str]] = []  # outbox rows to delete, next commit
 
     def open(self, agent: str) -> None:
+        # Opened again (an executor whose start failed after it opened its log,
+        # started anew): this store's own connection holds the file's lock, and
+        # a second one would be refused as if another process held it.
+        self.close()
         if not self.path.parent.exists():
             raise PeerStoreError(f"{self.path}: directory {self.path.parent} does not exist")
         db: sqlite3.Connection | None = None
