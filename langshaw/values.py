@@ -204,3 +204,31 @@ def whole_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [whole_numbers(v) for v in value]
     return value
+
+
+def json_copy(value: Any) -> Any:
+    """A copy of a JSON value that shares no container with it (what is not a
+    JSON container is left as it is: the checks refuse it anyway), for what an
+    executor hands on of an attempt (an agent may change its lists after). Scalars,
+    most of a value, are taken as they are without a call. A subclass of a
+    container (an OrderedDict, a list or a namedtuple of the agent's own) is a
+    JSON value to the server's checks too: it arrives as the plain container
+    HTTP would bring, never shared (the server kept it, and its later changes)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else json_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else json_copy(v) for v in value]
+    if kind is tuple:
+        return tuple(v if type(v) in _ATOMS else json_copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(json_copy(v) for v in value)
+    return value
+
+
+# The scalars taken as they are (immutable); anything else goes through json_copy.
+_ATOMS = frozenset((str, int, float, bool, type(None)))

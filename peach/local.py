@@ -15,9 +15,9 @@ instance's values are the server's, read-only as ``ActionInstance`` says.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from langshaw import ActionInstance
+from langshaw.values import json_copy
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member
 from syncserver.acts_for import ActsFor
@@ -74,7 +74,7 @@ class LocalExecutor(Executor):
     ) -> tuple[Batch, list[int]]:
         agent = self.server.agent(self.mas, adapter.name)
         try:
-            sent = [ActionInstance(i.action, _copy(i.bindings)) for i in instances]
+            sent = [ActionInstance(i.action, json_copy(i.bindings)) for i in instances]
         except RecursionError:  # the copy meets it first; no log could hold it either
             raise ExecutorError(
                 "the attempt is not valid JSON: a value is nested too deeply",
@@ -100,30 +100,3 @@ class LocalExecutor(Executor):
     def _stream(self, adapter: Member, after: int) -> AsyncIterator[Batch]:
         agent = self.server.agent(self.mas, adapter.name)
         return self.server.subscribe(self.mas, adapter.protocol.name, agent, after)
-
-
-def _copy(value: Any) -> Any:
-    """A copy of a JSON value that shares no container with it (what is not a
-    JSON container is left as it is: the server refuses it anyway). Scalars,
-    most of a value, are taken as they are without a call. A subclass of a
-    container (an OrderedDict, a list or a namedtuple of the agent's own) is a
-    JSON value to the server's checks too: it arrives as the plain container
-    HTTP would bring, never shared (the server kept it, and its later changes)."""
-    kind = type(value)
-    if kind is dict:
-        return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}
-    if kind is list:
-        return [v if type(v) in _ATOMS else _copy(v) for v in value]
-    if kind is tuple:
-        return tuple(v if type(v) in _ATOMS else _copy(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_copy(v) for v in value)
-    return value
-
-
-# The scalars taken as they are (immutable); anything else goes through _copy.
-_ATOMS = frozenset((str, int, float, bool, type(None)))

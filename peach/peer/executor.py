@@ -31,6 +31,7 @@ from pathlib import Path
 
 from langshaw import ActionInstance, LangshawProtocol
 from langshaw.decentralized import decode_identity
+from langshaw.values import json_copy
 from peach.errors import ActionRejected, ExecutorError
 from peach.executor import Executor, Member, _Feed
 from peach.peer import _wire as wire
@@ -139,6 +140,16 @@ class PeerExecutor(Executor):
         """Rebuild every protocol's state from the log, and the outbox."""
         try:
             self.store.open(self.agent)
+        except PeerStoreError as exc:
+            raise ExecutorError(str(exc)) from None
+        try:
+            self._rebuild()
+        except BaseException:
+            self.store.close()  # and its lock: a start that failed holds nothing
+            raise
+
+    def _rebuild(self) -> None:
+        try:
             records = self.store.load()
             outbox = self.store.outbox()
             verdicts = self.store.verdicts()
@@ -247,14 +258,16 @@ class PeerExecutor(Executor):
         """Check against this agent's state, keep, and send: never waits for peers."""
         self._started(adapter)
         ledger = self._ledger(adapter.protocol.name)
-        items = list(instances)
-        problem = wire.not_json(i.bindings for i in items)  # as the receiver checks
+        problem = wire.not_json(i.bindings for i in instances)  # as the receiver checks
         if problem is not None:  # (bind() refuses one; an instance built by hand may hold it)
             raise ExecutorError(
                 f"the attempt cannot be sent: it is not valid JSON: {problem}",
                 status=400,
                 code="bad-json",
             )
+        # A copy is what this agent keeps and sends: a list it changes after
+        # attempting would otherwise change its view and memory log, not its peers'.
+        items = [ActionInstance(i.action, json_copy(i.bindings)) for i in instances]
         violation = self.me.acts_for.check(self.agent, items) or ledger.view.state.check(
             items, self.me.plays(ledger.protocol.name)
         )

@@ -29,7 +29,7 @@ from strabo.ucp.a2a_transport import _unsent
 from syncserver.client import LeanClient, NoAnswer
 from tests.harness import Harness
 from tests.peach._hostile_support import SIMPLE, create
-from tests.peach.test_peer import LOGISTICS, NONO, directory
+from tests.peach.test_peer import LOGISTICS, NONO, directory, settle
 
 # 1. The peer store's lock ----------------------------------------------------------
 
@@ -66,7 +66,36 @@ async def test_a_peer_executor_started_again_names_its_real_fault(tmp_path: Path
     for _ in range(2):  # the second time, before: "is open in another agent process"
         with pytest.raises(ExecutorError, match="has no protocol 'UnsafeNoNo'"):
             moved._load()
-    moved.store.close()
+    # A start that failed holds nothing: the right directory opens the log in
+    # this process (before: refused, the failed executor still held its lock).
+    right = PeerExecutor("buyer", roles, store=tmp_path / "b.db", transport=network)
+    right._load()
+    assert [r.seq for r in right.store.load()] == [1]
+    right.store.close()
+
+
+async def test_a_peer_attempts_values_are_copied_before_it_keeps_and_sends_them(
+    tmp_path: Path,
+) -> None:
+    """A list changed after attempting changed the agent's own view and its
+    memory log, not what its peers had (nor a SQLite log): they disagreed."""
+    roles = directory([SIMPLE], {"platform": ["Platform"], "business": ["Business"]})
+    network = MemoryNetwork()
+    sender = PeerExecutor("platform", roles, transport=network)
+    receiver = PeerExecutor("business", roles, transport=network)
+    platform = PeachAdapter("platform", SIMPLE, "Platform", sender)
+    business = PeachAdapter("business", SIMPLE, "Business", receiver)
+    async with platform, business:
+        items = [{"item": {"id": "roses", "title": "Roses"}, "quantity": 1}]
+        [done] = await platform.attempt([create(platform, line_items=items)])
+        await settle([sender, receiver])
+        items[0]["quantity"] = -6
+        [(_, mine, _)] = platform.history(done.keys)
+        [(_, theirs, _)] = business.history(done.keys)
+        assert mine.bindings["line_items"][0]["quantity"] == 1  # type: ignore[index]
+        assert theirs.bindings["line_items"][0]["quantity"] == 1  # type: ignore[index]
+        [kept] = sender.store.load()
+        assert kept.instances[0]["bindings"]["line_items"][0]["quantity"] == 1
 
 
 _LEGACY_WRITER = """
