@@ -193,6 +193,11 @@ class HttpxClient:
                 )
         except TimeoutError:
             raise NoAnswer(f"no answer within {self.timeout}s") from None
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            # Nothing went out: said as the lean client says it, so that a caller
+            # that resends only what was never sent (a2a_transport) knows it.
+            where = urlsplit(self.base_url).netloc or self.base_url
+            raise NoAnswer(f"cannot connect to {where}: {_reason(exc)}") from None
         except httpx.LocalProtocolError as exc:  # a header httpx will not send
             raise Unsendable(str(exc)) from None
         except httpx.TransportError as exc:  # timeouts included

@@ -289,3 +289,22 @@ def test_a_directory_or_a_symlink_chain_to_a_device_is_refused(tmp_path: Path) -
             LangshawProtocol.load(tmp_path / "p.lsh")
         [error] = caught.value.errors
         assert str(error).endswith("not a regular file"), str(error)
+
+
+async def test_through_httpx_a_request_that_never_connected_says_so() -> None:
+    """httpx's ConnectError read "ConnectError: ...", which callers that resend
+    only what was never sent (strabo.ucp.a2a_transport) took for "maybe sent"."""
+    import httpx
+
+    from strabo.serving import free_port
+    from syncserver.client import HttpxClient
+
+    port = free_port()  # nobody listens there
+    client = HttpxClient(f"http://127.0.0.1:{port}", 5.0, httpx.AsyncHTTPTransport())
+    try:
+        with pytest.raises(NoAnswer) as failed:
+            await client.request("POST", "/x", {"a": 1})
+    finally:
+        await client.http.aclose()
+    assert str(failed.value).startswith(f"cannot connect to 127.0.0.1:{port}: ConnectError")
+    assert _unsent(failed.value)

@@ -206,7 +206,9 @@ async def test_an_unreachable_merchant_maps_to_the_failure_action_after_retries(
     assert len(requests) == 3
     assert len({r.headers["Idempotency-Key"] for r in requests}) == 1
     assert failed["reason"]["code"] == "unreachable"
-    assert "no answer (ConnectError: connection refused)" in failed["reason"]["message"]
+    assert "no answer (cannot connect to merchant.test: ConnectError: connection refused)" in (
+        failed["reason"]["message"]
+    )
 
 
 async def test_without_a_failure_action_the_error_hook_hears_it(
