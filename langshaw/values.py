@@ -29,6 +29,9 @@ _LEAST = -_BIG  # computed once: negating _BIG in the checks would build it anew
 MAX_NESTING = 128
 
 _SCALARS = (str, int, float, type(None))
+# The scalars json_equal compares with == when both sides are of the one type
+# (a set: the test is on every value of every check).
+_SAME_TYPE = frozenset(_SCALARS)
 
 
 def json_equal(a: JSON, b: JSON) -> bool:
@@ -41,12 +44,12 @@ def json_equal(a: JSON, b: JSON) -> bool:
     if a is b:
         return True
     ta, tb = type(a), type(b)
-    if ta is tb and ta in _SCALARS:
+    if ta is tb and ta in _SAME_TYPE:
         return bool(a == b)
     if ta is bool or tb is bool:
         return ta is tb and a == b
-    if ta is dict:
-        if tb is not dict or len(a) != len(b):
+    if ta is dict or isinstance(a, dict):  # a subclass (an OrderedDict) is an object too
+        if (tb is not dict and not isinstance(b, dict)) or len(a) != len(b):
             return False
         for key, x in a.items():
             if key not in b:
@@ -55,26 +58,28 @@ def json_equal(a: JSON, b: JSON) -> bool:
             if x is y:
                 continue
             tx = type(x)
-            if tx is type(y) and tx in _SCALARS:
+            if tx is type(y) and tx in _SAME_TYPE:
                 if x != y:
                     return False
             elif not json_equal(x, y):
                 return False
         return True
-    if ta is list or ta is tuple:
-        if (tb is not list and tb is not tuple) or len(a) != len(b):
+    if ta is list or ta is tuple or isinstance(a, list | tuple):
+        if (tb is not list and tb is not tuple and not isinstance(b, list | tuple)) or len(
+            a
+        ) != len(b):
             return False
         for x, y in zip(a, b, strict=True):
             if x is y:
                 continue
             tx = type(x)
-            if tx is type(y) and tx in _SCALARS:
+            if tx is type(y) and tx in _SAME_TYPE:
                 if x != y:
                     return False
             elif not json_equal(x, y):
                 return False
         return True
-    if tb is dict or tb is list or tb is tuple:
+    if isinstance(b, dict | list | tuple):
         return False
     return bool(a == b)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,11 +95,17 @@ _leaves = st.one_of(
     st.booleans(), st.sampled_from([0, 1, 2, 0.0, 1.0, -0.0, 2.5]), st.sampled_from(["a", "b", ""]),
     st.none(),
 )
+class _Items(list):  # type: ignore[type-arg]
+    """A list of the agent's own: JSON to the checks, as an OrderedDict is."""
+
+
 _values = st.recursive(
     _leaves,
     lambda inner: st.lists(inner, max_size=3)
     | st.lists(inner, max_size=3).map(tuple)
-    | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+    | st.lists(inner, max_size=3).map(_Items)
+    | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3).map(OrderedDict),
     max_leaves=12,
 )
 
