@@ -392,4 +392,8 @@ def _attach_docs(raw: RawProtocol, comments: list[Token], text: str) -> None:
 
 
 def _comment_text(token: Token) -> str:
-    return str(token.value).lstrip("#").strip()
+    """A comment as an action's doc, which LLM agents are shown as the action's
+    description: what would not show as itself (an ESC, a bidi override, a
+    zero-width character) is written as its escape, so that what a reader of
+    the file sees is what the model reads."""
+    return shown(str(token.value).lstrip("#").strip().replace("\t", " "), None)

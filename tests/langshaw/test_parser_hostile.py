@@ -119,6 +119,15 @@ def test_a_comment_with_a_form_feed_still_documents_its_action() -> None:
     assert LangshawProtocol.parse(text + "  A : Go(id)\n").actions["Go"].doc == "Start it."
 
 
+def test_a_comment_documents_its_action_as_a_reader_of_the_file_sees_it() -> None:
+    """The doc is the action's description for LLM agents: a bidi override or
+    an ESC in a comment would show the model other text than the file shows."""
+    text = "Tiny\nwho A\nwhat id key, Go\ndo\n  # Pay \u202eoob\x1b[8m now,\tthen \u200bgo\n"
+    doc = LangshawProtocol.parse(text + "  A : Go(id)\n").actions["Go"].doc
+    assert doc == "Pay \\u202eoob\\x1b[8m now, then \\u200bgo"
+    assert doc.isprintable()
+
+
 @pytest.mark.parametrize(
     ("name", "column", "char"),
     [("\x00Tiny", 1, "\\x00"), ("Ti\x1b[31mny", 3, "\\x1b"), ("Ti\u202eny", 3, "\\u202e"),
