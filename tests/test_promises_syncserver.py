@@ -397,3 +397,40 @@ async def test_acts_for_is_checked_before_the_protocols_own_rules() -> None:
         with pytest.raises(Rejected) as early:  # its own qid: the protocol's turn
             await server.attempt("default", "Purchase", seller, [quote("s")])
         assert (early.value.status, early.value.code) == (409, "dependency")
+
+
+# "`limit` (default 500, at most 5000) bounds the instances (in whole batches)"
+# of GET .../enactment.
+
+MANY = LangshawProtocol.parse(
+    "Many\nwho A\nwhat id key, n key, Done\ndo\n"
+    "  A : Open(id)\n  A : Item(id, n, Open)\n  A : Done(id, Open)\n",
+    "many.lsh",
+)
+
+
+async def test_one_enactments_instances_are_paged_at_most_5000_whatever_limit_is_asked(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "many.db"
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        opened = ActionInstance(MANY.actions["Open"], {"id": "e1"})
+        batches = [Batch(MANY.name, 1, (Entry(opened, "a", None),))] + [
+            Batch(MANY.name, seq, (Entry(ActionInstance(
+                MANY.actions["Item"], {"id": "e1", "n": f"n{seq}", "Open": True}), "a", None),))
+            for seq in range(2, 5003)
+        ]  # 5002 instances, one enactment
+        store.append_now("default", MANY, batches)
+    finally:
+        await store.close()
+    async with Harness("http", [MANY], {"a": ["A"]}, store=str(path)) as h, h.client("a") as a:
+        url = "/mas/default/protocols/Many/enactment"
+        default = (await a.get(url, params={"id": "e1"})).json()
+        asked = (await a.get(url, params={"id": "e1", "limit": 10**6})).json()
+        rest = (await a.get(url, params={"id": "e1", "limit": 10**6,
+                                         "after": asked["next_after"]})).json()
+    assert len(default["instances"]) == 500
+    assert len(asked["instances"]) == 5000 and asked["next_after"] == 5000
+    assert [i["seq"] for i in rest["instances"]] == [5001, 5002] and rest["next_after"] is None
