@@ -39,6 +39,10 @@ MAX_SCANNED = 1000
 #: entries per container (the rest is counted, not shown).
 MAX_DEPTH = 12
 MAX_ITEMS = 200
+#: And in all, in characters of text (a text is cut at MAX_TEXT): containers that
+#: share their entries would otherwise be shown MAX_ITEMS ** MAX_DEPTH times over.
+MAX_SHOWN = 500_000
+MAX_TEXT = 4096
 KIND = "strabo.agent"
 
 
@@ -105,17 +109,39 @@ def _enabled_now(adapter: PeachAdapter, roots: Sequence[tuple[Any, ...]]) -> dic
 def jsonable(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON can hold it: sets as sorted lists, dates as ISO text,
     bytes and other objects as text, non-finite floats as text, keys as text;
-    nested at most MAX_DEPTH deep and MAX_ITEMS entries per container."""
-    if value is None or isinstance(value, bool | int | str):
+    nested at most MAX_DEPTH deep, MAX_ITEMS entries per container, and about
+    MAX_SHOWN characters in all (past it, what is left is ``"..."``)."""
+    return _shown(value, depth, [MAX_SHOWN])
+
+
+def _shown(value: Any, depth: int, budget: list[int]) -> Any:
+    if budget[0] <= 0:
+        return "..."
+    if value is None or isinstance(value, bool):
+        budget[0] -= 5
         return value
+    if isinstance(value, int):
+        if value.bit_length() > 14_000:  # past the 4,300 digits JSON encoders write
+            value = f"<an integer of {value.bit_length()} bits>"
+        else:
+            budget[0] -= 20
+            return value
+    if isinstance(value, str):
+        budget[0] -= len(value) + 2
+        return value if len(value) <= MAX_TEXT else value[: MAX_TEXT - 3] + "..."
     if isinstance(value, float):
+        budget[0] -= 24
         return value if math.isfinite(value) else str(value)
     if depth >= MAX_DEPTH:
+        budget[0] -= 5
         return "..."
+    budget[0] -= 2
     if isinstance(value, Mapping):
-        shown = {
-            _text(k): jsonable(v, depth + 1) for k, v in islice(value.items(), MAX_ITEMS)
-        }
+        shown = {}
+        for k, v in islice(value.items(), MAX_ITEMS):
+            key = _text(k)
+            budget[0] -= len(key) + 3
+            shown[key] = _shown(v, depth + 1, budget)
         if len(value) > MAX_ITEMS:
             shown["..."] = f"{len(value) - MAX_ITEMS} more"
         return shown
@@ -123,17 +149,17 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         items = list(islice(value, MAX_ITEMS))
         if isinstance(value, set | frozenset):
             items.sort(key=repr)
-        shown_items = [jsonable(v, depth + 1) for v in items]
+        shown_items = [_shown(v, depth + 1, budget) for v in items]
         if len(value) > MAX_ITEMS:
             shown_items.append(f"... {len(value) - MAX_ITEMS} more")
         return shown_items
     if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value[:4096]).decode("utf-8", "backslashreplace")
+        return _shown(bytes(value[:MAX_TEXT]).decode("utf-8", "backslashreplace"), depth, budget)
     if isinstance(value, datetime.date | datetime.time):
-        return value.isoformat()
+        return _shown(value.isoformat(), depth, budget)
     if isinstance(value, enum.Enum):
-        return jsonable(value.value, depth + 1)
-    return _text(value)
+        return _shown(value.value, depth + 1, budget)
+    return _shown(_text(value), depth, budget)
 
 
 def _leaf(value: Any) -> Any:

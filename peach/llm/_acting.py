@@ -92,6 +92,14 @@ class _Acting:
                 elif name == "wait":
                     text = self._wait(arguments)
                     settled = True
+                elif name == "done" and self._events:
+                    # docs/llm-agents.md: the agent does not finish while an event is
+                    # pending; the model is told which, and what ends each.
+                    pending = ", ".join(e.id for e in self._events)
+                    raise _InvalidCall(
+                        f"done was not called: events are pending ({pending}); handle each "
+                        "(an action called with for_event) or dismiss it (dismiss_event) first"
+                    )
                 elif name == "done":
                     self._stop = _Stop("done", arguments.get("summary") or "the model called done")
                     text, settled, stopping = "stopping", True, True
