@@ -98,6 +98,29 @@ async def test_values_and_ceiling_are_read_from_the_view(kind: str) -> None:
             assert mine(platform, "Complete") == 1
 
 
+async def test_a_ceiling_whose_attribute_was_left_absent_refuses_in_the_agent(kind: str) -> None:
+    """docs/llm-agents.md: "no `on` action while the ceiling's attribute is above
+    the maximum or not bound at all": the Business left the optional discounts
+    absent, so nothing says the payment is within the ceiling on them."""
+    async with Harness(kind, [SIMPLE], AGENTS) as h:
+        platform, business = h.adapter("platform", "Platform"), h.adapter("business", "Business")
+        platform.mandate = mandate(
+            ceiling={"attribute": "discounts", "path": "$.applied[*].amount", "max": 100,
+                     "on": ["Complete"]},
+        )
+        async with platform, business:
+            keys = (await platform.attempt([create(platform)]))[0].keys
+            await business.sync()
+            [answer] = [f for f in business.enabled(keys) if f.name == "Created"]
+            totals = [{"type": "total", "amount": 3800}]
+            await business.attempt([answer.bind(id="chk", totals=totals, payment={})])
+            await platform.sync()
+            [offer] = [f for f in platform.enabled(keys) if f.name == "Complete"]
+            with pytest.raises(MandateRefused, match="discounts is not bound where Complete"):
+                await platform.attempt([offer.bind(payment_data=PAYMENT_DATA, risk_signals={})])
+            assert mine(platform, "Complete") == 0
+
+
 async def test_an_action_that_needs_approval_asks_the_principal() -> None:
     asked: list[tuple[str, list[str]]] = []
     answers = iter([False, True])
