@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from typing import Any
 
 import httpx
@@ -181,6 +182,30 @@ async def test_a_request_in_flight_when_the_merchant_is_stopped_is_answered() ->
     assert answer.startswith(b"HTTP/1.1 201 "), answer[:300]
     assert b'"Bouquet of Red Roses"' in answer
     assert status == 0 and err.rstrip().endswith("strabo merchant: stopped"), err
+
+
+async def test_a_request_in_flight_that_never_ends_holds_the_stop_5_seconds_at_most() -> None:
+    """The other half: a request whose body never comes is given up after 5 s,
+    and the merchant still stops (0, "stopped"), rather than wait for it."""
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers().items())
+    async with spawn(strabo("merchant", "--port", "0", "--log-level", "info"), "merchant") as m:
+        url = (await m.line_matching(r"UCP merchant listening on (http://\S+)")).group(1)
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            f"POST /checkout-sessions HTTP/1.1\r\nHost: x\r\n{head}Content-Type: "
+            "application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        continued = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        assert continued.startswith(b"HTTP/1.1 100 "), continued  # under way; no body comes
+        stopped_at = time.monotonic()
+        m.kill(signal.SIGTERM)
+        status, _, err = await asyncio.wait_for(m.finish(), 60)
+        took = time.monotonic() - stopped_at
+        writer.close()
+    assert status == 0 and err.rstrip().endswith("strabo merchant: stopped"), err
+    # 5 s of grace, the rest slack for a loaded machine; without the cap, for ever.
+    assert took < 15, took
 
 
 async def test_an_mcp_role_server_runs_at_most_64_waits_at_once() -> None:
