@@ -143,7 +143,19 @@ def check(
     path: str, text: str, protocol: LangshawProtocol, args: Any
 ) -> tuple[list[Report], list[tuple[Diagnostic, list[Step]]]]:
     where = Locator(path, text, protocol)
-    reports, found = [], []
+    reports: list[Report] = []
+    found: list[tuple[Diagnostic, list[Step]]] = []
+    scopes = scope_count(protocol, args.sub_keys, args.max_states)
+    if scopes > args.max_states:
+        # The verifier builds a table of every scope before its first state,
+        # and each state costs time in proportion to it: a huge --sub-keys
+        # would run for ever without a word, --max-states notwithstanding.
+        message = (
+            f"not verified: --sub-keys {args.sub_keys} gives more than {args.max_states} "
+            "action scopes (more than --max-states; lower --sub-keys)"
+        )
+        found.append((where.diagnostic(where.at(1, protocol.name), message, "error"), []))
+        return reports, found
     for semantics in args.semantics:
         report = verify(
             protocol,
@@ -156,6 +168,19 @@ def check(
         reports.append(report)
         found.extend(findings(report, where))
     return reports, found
+
+
+def scope_count(protocol: LangshawProtocol, sub_keys: int, limit: int) -> int:
+    """How many (action, key values) scopes ``sub_keys`` values per non-root key
+    give, counted only up to just past ``limit`` (``sub_keys`` may be huge)."""
+    root, total = set(protocol.root_keys), 0
+    for action in protocol.actions.values():
+        scopes = 1
+        for key in action.keys:
+            if key not in root:
+                scopes = min(scopes * sub_keys, limit + 1)
+        total = min(total + scopes, limit + 1)
+    return total
 
 
 def trace_lines(trace: list[Step]) -> list[str]:

@@ -203,11 +203,21 @@ def _diagram_problem(args: argparse.Namespace) -> str | None:
         return "--format applies to --diagram only" if fmt is not None else None
     if len(args.files) != 1:
         return f"--diagram draws one protocol, not {len(args.files)}: give one FILE"
+    if _same_file(diagram, args.files[0]):
+        return f"--diagram {diagram!r} is the protocol file itself: it would be overwritten"
     try:
         args.diagram_format = format_of(diagram, fmt)
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _same_file(one: str, other: str) -> bool:
+    """Whether two names are one file (hard links and symlinks too)."""
+    try:
+        return Path(one).samefile(other)
+    except OSError:  # either does not exist (yet): then they are not one file
+        return False
 
 
 def _write_diagrams(
