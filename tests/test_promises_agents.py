@@ -158,12 +158,18 @@ async def test_a_peer_attempt_keeps_and_sends_a_copy_of_its_values() -> None:
 # delivered."
 
 
-async def test_a_peer_attempt_of_more_than_1000_instances_is_refused_before_it_is_kept() -> None:
+def buyer_and_seller(
+    network: MemoryNetwork,
+) -> tuple[PeerExecutor, PeerExecutor, PeachAdapter, PeachAdapter]:
+    """A Buyer and a Seller of UnsafeNoNo, peer to peer over ``network``."""
     roles = directory([NONO], {"buyer": ["Buyer"], "seller": ["Seller"]})
-    network = MemoryNetwork()
     buyer_ex, seller_ex = (PeerExecutor(a, roles, transport=network) for a in ("buyer", "seller"))
-    buyer = PeachAdapter("buyer", NONO, "Buyer", buyer_ex)
-    seller = PeachAdapter("seller", NONO, "Seller", seller_ex)
+    return (buyer_ex, seller_ex, PeachAdapter("buyer", NONO, "Buyer", buyer_ex),
+            PeachAdapter("seller", NONO, "Seller", seller_ex))
+
+
+async def test_a_peer_attempt_of_more_than_1000_instances_is_refused_before_it_is_kept() -> None:
+    buyer_ex, seller_ex, buyer, seller = buyer_and_seller(MemoryNetwork())
     action = NONO.action("Order")
     many = [ActionInstance(action, {"id": f"o{i}", "item": "pen"})
             for i in range(wire.MAX_INSTANCES + 1)]
@@ -301,11 +307,8 @@ class Counting(MemoryNetwork):
 
 
 async def test_a_sender_packs_at_most_200_messages_per_request() -> None:
-    roles = directory([NONO], {"buyer": ["Buyer"], "seller": ["Seller"]})
     network = Counting()
-    buyer_ex, seller_ex = (PeerExecutor(a, roles, transport=network) for a in ("buyer", "seller"))
-    buyer = PeachAdapter("buyer", NONO, "Buyer", buyer_ex)
-    seller = PeachAdapter("seller", NONO, "Seller", seller_ex)
+    buyer_ex, seller_ex, buyer, seller = buyer_and_seller(network)
     async with buyer, seller:
         network.disconnect("seller")  # the outbox fills while the seller is away
         for i in range(450):

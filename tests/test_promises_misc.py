@@ -152,22 +152,30 @@ async def test_titles_and_prices_come_from_the_catalog_whatever_the_platform_sen
 # tests/strabo/test_exit_and_files.py's; this is the request in flight.)
 
 
+async def checkout_under_way(
+    m: Any, length: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A POST /checkout-sessions to the merchant ``m`` whose body it has asked
+    for (100-continue) and not yet got: a request in flight."""
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers().items())
+    url = (await m.line_matching(r"UCP merchant listening on (http://\S+)")).group(1)
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        f"POST /checkout-sessions HTTP/1.1\r\nHost: x\r\n{head}Content-Type: "
+        f"application/json\r\nContent-Length: {length}\r\nExpect: 100-continue\r\n\r\n"
+        .encode()
+    )
+    continued = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+    assert continued.startswith(b"HTTP/1.1 100 "), continued
+    return reader, writer
+
+
 async def test_a_request_in_flight_when_the_merchant_is_stopped_is_answered() -> None:
     body = json.dumps({"line_items": [line("bouquet_roses")], "currency": "USD",
                        "payment": {}}).encode()
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers().items())
     async with spawn(strabo("merchant", "--port", "0", "--log-level", "info"), "merchant") as m:
-        url = (await m.line_matching(r"UCP merchant listening on (http://\S+)")).group(1)
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(
-            f"POST /checkout-sessions HTTP/1.1\r\nHost: x\r\n{head}Content-Type: "
-            f"application/json\r\nContent-Length: {len(body)}\r\n"
-            "Expect: 100-continue\r\n\r\n".encode()
-        )
-        # The app asked for the body: the request is under way, its body not here.
-        continued = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-        assert continued.startswith(b"HTTP/1.1 100 "), continued
+        reader, writer = await checkout_under_way(m, len(body))
         m.kill(signal.SIGTERM)
         assert m.proc.stderr is not None
         said = b""
@@ -187,17 +195,8 @@ async def test_a_request_in_flight_when_the_merchant_is_stopped_is_answered() ->
 async def test_a_request_in_flight_that_never_ends_holds_the_stop_5_seconds_at_most() -> None:
     """The other half: a request whose body never comes is given up after 5 s,
     and the merchant still stops (0, "stopped"), rather than wait for it."""
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers().items())
     async with spawn(strabo("merchant", "--port", "0", "--log-level", "info"), "merchant") as m:
-        url = (await m.line_matching(r"UCP merchant listening on (http://\S+)")).group(1)
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(
-            f"POST /checkout-sessions HTTP/1.1\r\nHost: x\r\n{head}Content-Type: "
-            "application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n".encode()
-        )
-        continued = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-        assert continued.startswith(b"HTTP/1.1 100 "), continued  # under way; no body comes
+        _, writer = await checkout_under_way(m, 100)  # no body comes
         stopped_at = time.monotonic()
         m.kill(signal.SIGTERM)
         status, _, err = await asyncio.wait_for(m.finish(), 60)
