@@ -54,6 +54,12 @@ from syncserver.retry import Backoff
 
 log = logging.getLogger("strabo.peach.peer")
 
+#: Requests to one peer under way at once. With one, an agent sends nothing
+#: while its peer handles the last request, and the two take turns being busy.
+IN_FLIGHT = 4
+#: The fewest messages a request carries when there are more to send.
+MIN_SHARE = 8
+
 
 class PeerExecutor(Executor):
     """Runs the adapters of the agent ``agent`` peer to peer.
@@ -93,7 +99,9 @@ class PeerExecutor(Executor):
         self._loaded = False
         self._senders: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
-        self._rounds: dict[str, asyncio.Lock] = {}
+        # Per peer: the messages requests under way carry, and those requests.
+        self._sending: dict[str, set[tuple[str, int]]] = {}
+        self._in_flight: dict[str, set[asyncio.Task[bool]]] = {}
         self._body_limit: dict[str, int] = {}  # a peer that answered 413: less per request
         # What a peer's request brings is written in one transaction, when the
         # inbox is done with it and before it answers (``_keep``).
@@ -351,42 +359,78 @@ class PeerExecutor(Executor):
 
     def _start_sender(self, peer: str) -> None:
         self._wake.setdefault(peer, asyncio.Event())
-        self._rounds.setdefault(peer, asyncio.Lock())
+        self._sending.setdefault(peer, set())
+        self._in_flight.setdefault(peer, set())
         self._outbox.setdefault(peer, set())
         if self._outbox[peer]:
             self._wake[peer].set()
         self._senders[peer] = asyncio.create_task(self._send_loop(peer), name=f"to {peer}")
 
     async def _send_loop(self, peer: str) -> None:
+        """Keep up to ``IN_FLIGHT`` requests to ``peer`` under way, each carrying
+        messages no other one carries; back off after a request that failed."""
         backoff = Backoff(self.retry_initial, self.retry_max)
         failures = 0
         wake = self._wake[peer]
-        while True:
-            if not self._outbox[peer]:
-                wake.clear()
-                await wake.wait()
-                continue
-            done = await self._round(peer)
-            if done:
-                failures = 0
-                continue
-            # Back off before sending again; new messages wake the loop sooner.
-            failures += 1
-            wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), backoff.delay(failures))
+        rounds = self._in_flight[peer]
+        outcomes: list[bool] = []
 
-    async def _round(self, peer: str) -> bool:
-        """Send what ``peer`` has not acknowledged (up to a request's worth); True
-        when every message sent got a final answer."""
-        async with self._rounds[peer]:
-            items = sorted(self._outbox[peer])[: wire.MAX_MESSAGES]
-            if not items:
-                return True
-            records = [self._ledgers[p].unsent[seq] for p, seq in items]
-            limit = self._body_limit.get(peer, wire.MAX_BODY)
-            body, carried = wire.pack(self.mas, self.agent, records, limit)
-            items = items[:carried]
+        def finished(task: asyncio.Task[bool]) -> None:
+            rounds.discard(task)
+            if not task.cancelled():
+                error = task.exception()
+                if error is not None:
+                    log.error("%s: sending to %s failed: %r", self.agent, peer, error)
+                outcomes.append(error is None and task.result())
+            wake.set()
+
+        try:
+            while True:
+                wake.clear()
+                if outcomes:
+                    failures = 0 if all(outcomes) else failures + 1
+                    outcomes.clear()
+                if failures:
+                    # Back off before sending again; new messages (or a request
+                    # under way that ends) wake the loop sooner.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), backoff.delay(failures))
+                    wake.clear()
+                    if outcomes:
+                        continue
+                while len(rounds) < IN_FLIGHT:
+                    unsent = len(self._outbox[peer]) - len(self._sending[peer])
+                    if unsent <= 0:
+                        break
+                    # Shared out among the requests that may start: a wave of
+                    # attempts goes as several requests, so that the peer handles
+                    # the first while this agent still sends (or handles answers).
+                    # A few go as one: a request costs more than a message.
+                    share = max(MIN_SHARE, -(-unsent // (IN_FLIGHT - len(rounds))))
+                    task = asyncio.create_task(self._round(peer, share), name=f"round to {peer}")
+                    rounds.add(task)
+                    task.add_done_callback(finished)
+                    await asyncio.sleep(0)  # it takes its messages before the next one looks
+                await wake.wait()
+        finally:
+            for task in list(rounds):
+                task.cancel()
+            await asyncio.gather(*rounds, return_exceptions=True)
+
+    async def _round(self, peer: str, share: int = wire.MAX_MESSAGES) -> bool:
+        """Send what ``peer`` has not acknowledged and no other request carries (up
+        to ``share`` messages and a request's worth); True when every message
+        sent got a final answer."""
+        sending = self._sending[peer]
+        items = sorted(self._outbox[peer] - sending)[: min(share, wire.MAX_MESSAGES)]
+        if not items:
+            return True
+        records = [self._ledgers[p].unsent[seq] for p, seq in items]
+        limit = self._body_limit.get(peer, wire.MAX_BODY)
+        body, carried = wire.pack(self.mas, self.agent, records, limit)
+        items = items[:carried]
+        sending.update(items)
+        try:
             try:
                 status, answer = await self.transport.post(
                     self.directory.peers[peer], "messages", body, self._headers(body)
@@ -452,17 +496,25 @@ class PeerExecutor(Executor):
                 else:
                     final = False
             return final
+        finally:
+            sending.difference_update(items)
 
     async def _flush_to(self, peer: str) -> int:
-        """Send ``peer`` what it lacks now (it asked); how much is still unsent."""
-        if peer in self._rounds:
-            await self._round(peer)
+        """Send ``peer`` what it lacks now (it asked), after what is under way;
+        how much is still unsent."""
+        rounds = self._in_flight.get(peer)
+        if rounds is None:  # not started, or not a peer of this agent
+            return len(self._outbox.get(peer, ()))
+        if rounds:
+            await asyncio.wait(set(rounds))  # (which a cancelled wait does not cancel)
+        await self._round(peer)
         return len(self._outbox.get(peer, ()))
 
     def _acknowledged(self, protocol: str, seq: int, peer: str, stored: bool = False) -> None:
         if not stored:
             self.store.acknowledged(protocol, seq, peer)
         self._outbox[peer].discard((protocol, seq))
+        self._sending.get(peer, set()).discard((protocol, seq))  # (kept within the outbox)
         if not any((protocol, seq) in items for items in self._outbox.values()):
             self._ledgers[protocol].unsent.pop(seq, None)
         self.progress.set()

@@ -63,8 +63,11 @@ class MemoryNetwork:
     """Peers in one process, reaching each other by name. Share one network
     between the executors of a test; give it :class:`Faults` to misbehave."""
 
-    def __init__(self, faults: Faults | None = None) -> None:
+    def __init__(self, faults: Faults | None = None, timeout: float = 10.0) -> None:
         self.faults = faults or Faults()
+        # As long as HTTPTransport waits for an answer: a peer whose endpoint
+        # never returns (stuck in a handler) is unreachable, not waited on for ever.
+        self.timeout = timeout
         self._random = random.Random(self.faults.seed)
         self._endpoints: dict[str, Endpoint] = {}
         self.requests = 0  # handled, for tests to wait on progress
@@ -87,13 +90,24 @@ class MemoryNetwork:
             raise Unreachable(f"{peer.name} is not listening")
         if chance() < faults.drop:
             raise Unreachable(f"the request to {peer.name} was lost")
-        answer = await endpoint(path, headers, body)
+        answer = await self._call(peer, endpoint, path, headers, body)
         self.requests += 1
         if chance() < faults.duplicate:
-            answer = await endpoint(path, headers, body)
+            answer = await self._call(peer, endpoint, path, headers, body)
         if chance() < faults.lose_answer:
             raise Unreachable(f"the answer of {peer.name} was lost")
         return answer
+
+    async def _call(
+        self, peer: Peer, endpoint: Endpoint, path: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await endpoint(path, headers, body)
+        except TimeoutError:
+            raise Unreachable(
+                f"{peer.name} did not answer within {self.timeout:g} s"
+            ) from None
 
     async def close(self) -> None:
         """Endpoints are removed by :meth:`disconnect`; the network itself stays."""
