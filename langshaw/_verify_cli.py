@@ -4,11 +4,13 @@ at the place in the file it concerns (``path:line:col``), with its trace."""
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from langshaw.diagnostics import Diagnostic, Severity
 from langshaw.model import LangshawProtocol
-from langshaw.verify import Report, Step, verify
+from langshaw.verify import MAX_SECONDS, Progress, Report, Step, verify
 
 _SECTIONS = ("who", "what", "do", "sayso", "nono", "nogo")
 
@@ -57,16 +59,18 @@ def findings(report: Report, where: Locator) -> list[tuple[Diagnostic, list[Step
     found: list[tuple[Diagnostic, list[Step]]] = []
     label = f"{report.semantics}: "
     if not report.complete:
-        found.append(
-            (
-                where.diagnostic(
-                    where.at(1, report.protocol),
-                    label + f"not verified: more than {report.states} states "
-                    "(raise --max-states, or lower --sub-keys)",
-                    "error",
-                ),
-                [],
+        if report.ran_out == "max_seconds":
+            why = (
+                f"not verified: out of time after {report.max_seconds:g} s, {report.states} "
+                "states explored (raise --max-seconds, or lower --sub-keys)"
             )
+        else:
+            why = (
+                f"not verified: more than {report.states} states "
+                "(raise --max-states, or lower --sub-keys)"
+            )
+        found.append(
+            (where.diagnostic(where.at(1, report.protocol), label + why, "error"), [])
         )
         return found
     if not report.live:
@@ -156,18 +160,45 @@ def check(
         )
         found.append((where.diagnostic(where.at(1, protocol.name), message, "error"), []))
         return reports, found
+    max_seconds = getattr(args, "max_seconds", MAX_SECONDS)
     for semantics in args.semantics:
         report = verify(
             protocol,
             semantics=semantics,
             sub_keys=args.sub_keys,
             max_states=args.max_states,
+            max_seconds=max_seconds,
             collisions=getattr(args, "collisions", True),
             shortest=getattr(args, "shortest", False),
+            progress=_progress(path, semantics, args) if wants_progress(args) else None,
         )
         reports.append(report)
         found.extend(findings(report, where))
     return reports, found
+
+
+def wants_progress(args: Any) -> bool:
+    """``--progress``, or stderr a terminal: someone may be watching."""
+    if getattr(args, "progress", False):
+        return True
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+
+
+def _progress(path: str, semantics: str, args: Any) -> Callable[[Progress], None]:
+    """Progress lines on stderr, naming the file, the semantics and the budgets."""
+    seconds = getattr(args, "max_seconds", MAX_SECONDS)
+    limits = f"{args.max_states} states" + (
+        f" or {seconds:g} s" if seconds is not None and seconds != float("inf") else ""
+    )
+
+    def say(progress: Progress) -> None:
+        gives_up = "" if progress.tracing else f" (gives up at {limits})"
+        print(f"{path}: {semantics}: {progress}{gives_up}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def scope_count(protocol: LangshawProtocol, sub_keys: int, limit: int) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,13 @@ each at its place in the file and with a shortest trace that reaches it:
 policy), 'decentralized' (peers exchanging messages), or 'both'. With --json,
 print one JSON object per file instead (reports, diagnostics, traces).
 
+Each verification (one per file and semantics) has two budgets: --max-states
+(default 60000) and --max-seconds (default 60). Past either it stops, and the
+file fails as 'not verified', the message naming the budget to raise. One
+that runs longer than 2 s prints a progress line on stderr about once a second
+(states explored, seconds taken) when stderr is a terminal, or with --progress
+(a log, a CI job); stdout is never touched, and a quicker one prints nothing.
+
 With --diagram FILE (one protocol), also write the protocol's diagram: roles
 as lanes, actions with their parameters (key, done: a dependency, out: the
 performer binds it, in: carried), dependencies as arrows, sub-scopes, nono and
@@ -45,7 +53,9 @@ in .mmd. With --verify too, each counterexample is written next to it as a
 sequence chart, FILE-counterexample-1.svg and so on, the breaking step marked.
 
 Exit status: 0 when every file is valid (and, with --verify, live and safe),
-1 otherwise, 2 when a diagram cannot be written or --format is unknown.
+1 otherwise, 2 when a diagram cannot be written or --format is unknown; 141
+when stdout was closed before everything was written (| head), unless a file
+had already failed (1).
 """
 
 
@@ -95,6 +105,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "seconds; each state stands for every one that differs only in key values)",
     )
     parser.add_argument(
+        "--max-seconds",
+        type=_seconds,
+        default=60.0,
+        metavar="S",
+        help="give up (and say so) after S seconds, exploring and tracing together "
+        "(default 60; 'inf': no limit); the searches for shortest traces settle "
+        "for short ones when it runs out after the exploration",
+    )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="print progress on stderr during a verification longer than 2 s, about "
+        "once a second (the default when stderr is a terminal; never on stdout)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print JSON (one object per file) instead of text"
     )
     parser.add_argument(
@@ -122,7 +147,37 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value if math.isfinite(value) else math.inf
+
+
+class _Tally:
+    """How many files failed so far: the verdict, should stdout close early."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+
 def run(args: argparse.Namespace) -> int:
+    """Check ``args.files``. A closed stdout (``| head``) stops the check with
+    BrokenPipeError, its ``status`` set to 1 when a file had already failed:
+    the caller exits with that (a failure found is still the verdict), else
+    with 141, as a command killed by SIGPIPE."""
+    tally = _Tally()
+    try:
+        return _run(args, tally)
+    except BrokenPipeError as closed:
+        closed.status = 1 if tally.failed else None  # type: ignore[attr-defined]
+        raise
+
+
+def _run(args: argparse.Namespace, tally: _Tally) -> int:
     from langshaw.diagnostics import LangshawError
     from langshaw.model import diagnose, read_source
 
@@ -136,7 +191,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"strabo check: {problem}", file=sys.stderr)
         return 2
     documents = []
-    failed = 0
     for name in args.files:
         path = Path(name)
         document: dict[str, Any] = {"file": name, "valid": False, "diagnostics": []}
@@ -146,13 +200,13 @@ def run(args: argparse.Namespace) -> int:
         except LangshawError as exc:
             for diagnostic in exc.diagnostics:
                 _emit(document, diagnostic, as_json)
-            failed += 1
+            tally.failed += 1
             continue
         protocol, diagnostics = diagnose(text, name, base=path.parent)
         for diagnostic in diagnostics:
             _emit(document, diagnostic, as_json)
         if protocol is None:
-            failed += 1
+            tally.failed += 1
             continue
         document["valid"] = True
         reports: list[Any] = []
@@ -169,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
             for diagnostic, trace in found:
                 _emit(document, diagnostic, as_json, _verify_cli.trace_lines(trace))
             if any(d.severity == "error" for d, _ in found):
-                failed += 1
+                tally.failed += 1
                 document["valid"] = False
         if getattr(args, "diagram", None):
             problem = _write_diagrams(args, protocol, reports, document)
@@ -185,8 +239,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(documents, indent=2, default=str))
     total = len(args.files)
     what = "verified" if getattr(args, "verify", False) else "valid"
-    if failed:
-        print(f"{failed} of {total} file(s) {'invalid' if what == 'valid' else 'failed'}",
+    if tally.failed:
+        print(f"{tally.failed} of {total} file(s) {'invalid' if what == 'valid' else 'failed'}",
               file=sys.stderr)
         return 1
     if not args.quiet and not as_json:

@@ -17,15 +17,18 @@ Two semantics (docs/semantics.md, "Verification"):
 
 One root enactment is explored. Values are abstract (they matter only through
 equality); keys other than the root take at most ``sub_keys`` values each (the
-report says which bound was used, and whether an enactment reached it). The
-exploration asks :class:`~langshaw.semantics.SocialState` what is enabled at each
-step, so what is verified is what agents and the SyncServer enact.
+report says which bound was used, and whether an enactment reached it). Two
+budgets bound the run, in states and in seconds; past either the verdict is
+"unknown". The exploration asks :class:`~langshaw.semantics.SocialState` what
+is enabled at each step, so what is verified is what agents and the SyncServer
+enact.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,7 +40,7 @@ from langshaw.instances import ActionInstance, Violation
 from langshaw.model import LangshawProtocol
 from langshaw.types import AttributeType
 
-__all__ = ["SEMANTICS", "Conflict", "Report", "Step", "verify"]
+__all__ = ["SEMANTICS", "Conflict", "Progress", "Report", "Step", "verify"]
 
 SEMANTICS = ("shared", "decentralized")
 
@@ -46,9 +49,46 @@ SEMANTICS = ("shared", "decentralized")
 # one that does not is "unknown" in about as long, and --max-states goes further.
 MAX_STATES = 60_000
 
+# The default bound on seconds, for a run as a whole (exploring, then tracing).
+# States are not time: what one costs grows with the protocol and --sub-keys
+# (market at --sub-keys 4 spends 22 s on its 60,000 where a ten-action protocol
+# that fits is done in under 5 s), and a raised --max-states may take hours.
+# A minute is over ten times what a protocol verified within MAX_STATES takes
+# on the benchmarks (bench/verify.py), so by default it rarely decides, and it
+# is about as long as someone at a terminal, or a CI job, should wait without
+# having chosen to: past it the verdict is "unknown" and the message names
+# --max-seconds, which goes further.
+MAX_SECONDS = 60.0
+
+# A run that takes longer than PROGRESS_AFTER seconds reports its progress
+# (verify(progress=...)) every PROGRESS_EVERY seconds; a quick one says nothing.
+PROGRESS_AFTER = 2.0
+PROGRESS_EVERY = 1.0
+
 # Seconds the searches for shortest traces may take at least; beyond it, as
 # long as the exploration took (so tracing never takes over twice as long).
 TRACE_FLOOR = 0.5
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a long run got: states explored, seconds since it started, and
+    whether the exploration is over and the shortest traces are being sought
+    (at most until ``deadline`` seconds since the start; None: no limit)."""
+
+    states: int
+    seconds: float
+    tracing: bool = False
+    deadline: float | None = None
+
+    def __str__(self) -> str:
+        if not self.tracing:
+            return f"{self.states} states explored, {self.seconds:.1f} s"
+        limit = "" if self.deadline is None else f" (at most until {self.deadline:.1f} s)"
+        return (
+            f"all {self.states} states explored in {self.seconds:.1f} s; "
+            f"looking for the shortest traces{limit}"
+        )
 
 
 @dataclass(frozen=True)
@@ -111,8 +151,9 @@ class Conflict:
 @dataclass
 class Report:
     """What :func:`verify` found. The verdicts (``live``, ``safe``, ``dead``,
-    ``never_hold``) are None when the exploration hit ``max_states`` before
-    finishing: then nothing is claimed."""
+    ``never_hold``) are None when the exploration hit ``max_states`` or
+    ``max_seconds`` before finishing (``ran_out`` says which): then nothing is
+    claimed, and ``states`` is how many were explored."""
 
     protocol: str
     semantics: str
@@ -136,6 +177,8 @@ class Report:
     bound_reached: bool = False  # some enactment wanted more than sub_keys values
     reduced: bool = True
     collisions: bool = True  # decentralized: a role may use a key value it has not received
+    ran_out: str | None = None  # "max_states" or "max_seconds": what stopped the exploration
+    max_seconds: float | None = None  # the budget in seconds this run had
 
     @property
     def ok(self) -> bool:
@@ -167,6 +210,7 @@ class Report:
             "states": self.states,
             "transitions": self.transitions,
             "explored_all": self.complete,
+            "ran_out": self.ran_out,
             "reduced": self.reduced,
             "collisions": self.collisions,
             "seconds": round(self.seconds, 4),
@@ -187,9 +231,11 @@ def verify(
     semantics: str = "shared",
     sub_keys: int = 2,
     max_states: int = MAX_STATES,
+    max_seconds: float | None = MAX_SECONDS,
     reduce: bool = True,
     collisions: bool = True,
     shortest: bool = False,
+    progress: Callable[[Progress], None] | None = None,
 ) -> Report:
     """Explore ``protocol``'s enactments under ``semantics`` and report.
 
@@ -201,26 +247,53 @@ def verify(
     generate the same one. The searches for shortest traces may take as long
     as the exploration did (at least ``TRACE_FLOOR`` seconds) before settling
     for shorter-than-found ones (``Report.shortest``); ``shortest=True``
-    waits for them however long they take."""
+    waits for them however long they take, within ``max_seconds``.
+
+    ``max_states`` and ``max_seconds`` (None: no limit) bound the run: past
+    either, the exploration stops and the report claims nothing (``complete``
+    false, ``ran_out`` naming the budget). The default of a minute
+    (``MAX_SECONDS``) is there because states are not time: one state costs far
+    more in some protocols than in others, and a bound in states alone let a
+    run go silent for as long as it liked; a minute is ten times what a protocol
+    within the default ``max_states`` takes, and as long as anyone should wait
+    for an answer they did not ask to wait for. ``max_seconds`` bounds the whole run:
+    past it, a search for a shortest trace settles for a short one, as when it
+    runs out of its own time (a verdict already found is kept). The clock is read
+    every few hundred steps (``langshaw._vsearch.CHECK_EVERY``), so a run may
+    overshoot by a fraction of a second. ``progress`` hears about a run longer
+    than ``PROGRESS_AFTER`` seconds, every ``PROGRESS_EVERY`` seconds or so; a
+    quick run never calls it."""
     if semantics not in SEMANTICS:
         raise ValueError(f"unknown semantics {semantics!r} (choose from {', '.join(SEMANTICS)})")
     if sub_keys < 1:
         raise ValueError("sub_keys must be at least 1")
+    if max_seconds is not None and not max_seconds > 0:  # NaN too
+        raise ValueError(f"max_seconds must be a positive number of seconds, not {max_seconds}")
     started = time.perf_counter()
+    budget = None if max_seconds is None or math.isinf(max_seconds) else started + max_seconds
+    ticker = None if progress is None else _Ticker(started, progress)
     abstract = _abstract(protocol)
     model = (SharedModel if semantics == "shared" else PeerModel)(
         abstract, sub_keys, collisions, symmetry=reduce
     )
-    search = Search(model, reduce=reduce, max_states=max_states)
+    search = Search(model, reduce=reduce, max_states=max_states, deadline=budget, progress=ticker)
     finished = search.explore()
     report = Report(
-        protocol.name, semantics, sub_keys, reduced=reduce, collisions=collisions
+        protocol.name, semantics, sub_keys, reduced=reduce, collisions=collisions,
+        max_seconds=max_seconds,
     )
     report.complete = finished
-    report.states = len(search.good) if finished else max_states  # gave up beyond it
+    if finished:
+        report.states = len(search.good)
+    elif search.ran_out == "seconds":
+        report.states, report.ran_out = search.entered, "max_seconds"
+    else:
+        report.states, report.ran_out = max_states, "max_states"  # gave up beyond it
     report.transitions = search.transitions
     explored = time.perf_counter()
     deadline = None if shortest else _deadline(started, explored)
+    if budget is not None:
+        deadline = budget if deadline is None else min(deadline, budget)
     if finished:
         ends = search.ends
         occurred = set().union(*(e.names for e in ends.values()))
@@ -234,6 +307,8 @@ def verify(
         report.bound_reached = model.bound_reached
         stuck = [k for k, e in ends.items() if not (e.complete or e.bad)]
         report.live = not stuck
+        if ticker is not None and (stuck or any(e.bad for e in ends.values())):
+            ticker.tracing(report.states, deadline)
         if stuck:
             path, exact = stuck_trace(search, stuck, deadline)
             report.stuck = _steps(model, path)
@@ -245,6 +320,28 @@ def verify(
     report.seconds = time.perf_counter() - started
     report.trace_seconds = time.perf_counter() - explored
     return report
+
+
+class _Ticker:
+    """Passes progress on from PROGRESS_AFTER seconds, every PROGRESS_EVERY."""
+
+    def __init__(self, started: float, progress: Callable[[Progress], None]) -> None:
+        self.started = started
+        self.progress = progress
+        self.next = started + PROGRESS_AFTER
+
+    def __call__(self, states: int) -> None:
+        now = time.perf_counter()
+        if now >= self.next:
+            self.next = now + PROGRESS_EVERY
+            self.progress(Progress(states, now - self.started))
+
+    def tracing(self, states: int, deadline: float | None) -> None:
+        """Say the exploration is over, if the run is already a long one."""
+        now = time.perf_counter()
+        if now >= self.started + PROGRESS_AFTER:
+            until = None if deadline is None else deadline - self.started
+            self.progress(Progress(states, now - self.started, True, until))
 
 
 def _deadline(started: float, explored: float) -> float:

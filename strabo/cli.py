@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from syncserver.options import DONE, EXIT_STATUSES, INTERRUPTED, USAGE, silence_stdout
+from syncserver.options import EXIT_STATUSES, INTERRUPTED, USAGE, silence_stdout
 
 # name -> (module, one-line help, prefix of the module's configure/run/DESCRIPTION)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -37,6 +37,15 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "a2a": ("peach.a2a.cli", "serve one agent's role in a protocol as an A2A agent", ""),
 }
 
+# A reader that went away (``strabo ... | head``): the status of a command that
+# SIGPIPE ended, as shells report it (128 + 13), so that under ``set -o
+# pipefail`` a cut-short run never reads as success.
+CLOSED_STDOUT = 141
+
+CLOSED = f"""\
+a closed stdout (strabo ... | head): the command stops quietly, with {CLOSED_STDOUT}
+  (128 + SIGPIPE), or with 1 when the work had already failed."""
+
 STOPPING = """\
 stopping a server (syncserver, merchant, mcp, a2a; mcp over stdio when its
   stdin is a pipe, as when a client starts it):
@@ -51,6 +60,11 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE, f"{self.prog}: {message} (see '{self.prog} --help')\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        # argparse swallows a failed write: ``strabo --help | head`` would exit 0.
+        if message:
+            (file or sys.stderr).write(message)
+
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The command line; with ``argv``, only the subcommand it names is set up
@@ -61,7 +75,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="strabo",
         description="Declarative interaction protocols and the agents that enact them.",
-        epilog=f"{EXIT_STATUSES}\n\n{STOPPING}",
+        epilog=f"{EXIT_STATUSES}\n\n{CLOSED}\n\n{STOPPING}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from strabo import __version__
@@ -87,7 +101,29 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one verb; its exit status follows syncserver.options (0 done, 1 failed,
-    2 usage, 130 interrupted)."""
+    2 usage, 130 interrupted), and 141 when stdout was closed before all of the
+    output was written, unless the verb had already decided on another status.
+
+    Stdout is flushed here, not at the interpreter's exit: a pipe closed then
+    would be "Exception ignored" on stderr and status 120."""
+    try:
+        status = _main(argv)
+    except BrokenPipeError as closed:
+        # The reader went away (``| head``): stop without a word, and say so in
+        # the status, unless the verb had found what decides it (``status`` on
+        # the exception: a check that had already failed, for one).
+        silence_stdout()
+        return getattr(closed, "status", None) or CLOSED_STDOUT
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        silence_stdout()
+        return status or CLOSED_STDOUT
+    return status
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     try:  # argparse exits for --help, --version and usage errors: a status, here
@@ -106,10 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"strabo {args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (``| head``): what it read was what it wanted.
-        silence_stdout()
-        return DONE
 
 
 if __name__ == "__main__":

@@ -72,8 +72,10 @@ def test_a_usage_error_is_one_line_and_status_2(
 )
 def test_a_reader_that_goes_away_ends_the_command_quietly(args: list[str], tmp_path: Any) -> None:
     """``strabo ... | head -1``: the reader closes the pipe after one line; the
-    command ends at once, with status 0 and nothing on stderr (the demo used to
-    wait out its 30 s timeout and print a handler's traceback)."""
+    command ends at once, with nothing on stderr (the demo used to wait out its
+    30 s timeout and print a handler's traceback), and status 141 (128 +
+    SIGPIPE: cut short), or 0 when all of it was written before the reader
+    left; which one is a race here, and pinned in test_closed_pipe.py."""
     args = [a.replace("{tmp}", str(tmp_path / "report")) for a in args]
     process = subprocess.Popen(
         [sys.executable, "-m", "strabo.cli", *args],
@@ -83,7 +85,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(args: list[str], tmp_p
     assert process.stdout.readline()  # one line, then the reader leaves
     process.stdout.close()
     err = process.stderr.read().decode()
-    assert process.wait(timeout=120) == 0, err
+    assert process.wait(timeout=120) in (0, 141), err
     # No traceback, no "Exception ignored" at exit (simulate's progress bar is
     # on stderr, and stays).
     assert "Traceback" not in err and "Exception ignored" not in err, err
