@@ -113,17 +113,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _emit(text: str) -> int:
-    """Print ``text``; a reader that stops early (``| head -1``) is no error to
-    report. Python would raise BrokenPipeError here and again when it flushes
-    stdout at exit (a traceback after the output); pointing stdout at devnull
-    makes that last flush harmless."""
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+    """Print ``text``. A reader that stops early (``| head -1``) raises
+    BrokenPipeError here, which ``strabo.cli.main`` turns into a quiet exit
+    with status 141, as for every verb."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
     return 0
 
 

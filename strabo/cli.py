@@ -13,7 +13,7 @@ import importlib
 import sys
 from typing import Any, NoReturn
 
-from syncserver.options import EXIT_STATUSES, INTERRUPTED, USAGE, silence_stdout
+from syncserver.options import CLOSED_STDOUT, EXIT_STATUSES, INTERRUPTED, USAGE, silence_stdout
 
 # name -> (module, one-line help, prefix of the module's configure/run/DESCRIPTION)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -36,15 +36,6 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "mcp": ("peach.mcp.cli", "serve one agent's role in a protocol as MCP tools", ""),
     "a2a": ("peach.a2a.cli", "serve one agent's role in a protocol as an A2A agent", ""),
 }
-
-# A reader that went away (``strabo ... | head``): the status of a command that
-# SIGPIPE ended, as shells report it (128 + 13), so that under ``set -o
-# pipefail`` a cut-short run never reads as success.
-CLOSED_STDOUT = 141
-
-CLOSED = f"""\
-a closed stdout (strabo ... | head): the command stops quietly, with {CLOSED_STDOUT}
-  (128 + SIGPIPE), or with 1 when the work had already failed."""
 
 STOPPING = """\
 stopping a server (syncserver, merchant, mcp, a2a; mcp over stdio when its
@@ -75,7 +66,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="strabo",
         description="Declarative interaction protocols and the agents that enact them.",
-        epilog=f"{EXIT_STATUSES}\n\n{CLOSED}\n\n{STOPPING}",
+        epilog=f"{EXIT_STATUSES}\n\n{STOPPING}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from strabo import __version__

@@ -16,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from strabo.ucp.a2a_tools import CHOICES
-from syncserver.options import DONE, positive, silence_stdout
+from syncserver.options import CLOSED_STDOUT, DONE, positive, silence_stdout
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -384,7 +384,7 @@ async def demo(
             for waiter in waiters:
                 waiter.cancel()
             if trace.gone.is_set():
-                return DONE  # the reader went away (| head): nothing more to show
+                return CLOSED_STDOUT  # the reader went away (| head): nothing more to show
             if not (done.is_set() or ended.is_set()):
                 failures.append(f"the checkout did not complete within {seconds:g} s")
             await platform.drain()

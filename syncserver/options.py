@@ -18,7 +18,8 @@ import os
 import sys
 
 __all__ = [
-    "DONE", "EXIT_STATUSES", "FAILED", "INTERRUPTED", "USAGE", "count", "port", "positive",
+    "CLOSED_STDOUT", "DONE", "EXIT_STATUSES", "FAILED", "INTERRUPTED", "USAGE", "count",
+    "port", "positive",
     "silence_stdout",
 ]
 
@@ -32,6 +33,10 @@ FAILED = 1
 USAGE = 2
 #: Interrupted (Ctrl-C), as shells report a process ended by SIGINT.
 INTERRUPTED = 130
+#: Stdout closed before all was written (``| head``), as shells report a
+#: process SIGPIPE ended (128 + 13): under ``set -o pipefail`` a cut-short run
+#: never reads as a success.
+CLOSED_STDOUT = 141
 
 EXIT_STATUSES = f"""\
 exit status (every command):
@@ -39,6 +44,8 @@ exit status (every command):
   {FAILED}    the work failed (an invalid protocol, a checkout that did not complete)
   {USAGE}    bad usage or configuration (an unknown option, a bad value, a port in use)
   {INTERRUPTED}  interrupted (Ctrl-C)
+  {CLOSED_STDOUT}  stdout closed before all was written (strabo ... | head), unless
+       the work had already failed (1)
 An error a user can cause is one line on stderr; a traceback is a bug: please report it."""
 
 
