@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langshaw import ActionInstance
-from strabo.proxy.errors import ProxyError
+from strabo.proxy.errors import ProxyAnswerError, ProxyError, ProxyRequestError
 from strabo.proxy.routes import Route
 from syncserver.client import Answer
 
@@ -44,7 +44,41 @@ class HTTPEvent:
 
 
 HeaderHook = Callable[[ProxyRequest], Mapping[str, str]]
-ErrorHandler = Callable[[ProxyError, Route, ActionInstance | None], Awaitable[Any]]
+ErrorHandler = Callable[[ProxyError, Route, ActionInstance | None], Awaitable[Any] | None]
+
+
+def hook_headers(hook: HeaderHook, request: ProxyRequest) -> Mapping[str, str]:
+    """What ``hook`` adds to ``request``'s headers. Nothing is sent when it
+    raises (a ProxyError, code ``proxy_error``) or gives anything but names and
+    values as strings (a ProxyRequestError): never a client's TypeError."""
+    try:
+        headers = hook(request)
+    except Exception as exc:
+        raise ProxyError(f"{type(exc).__name__}: {exc}", route=request.route) from exc
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise ProxyRequestError(
+            f"header_hook gave {str(headers)[:80]!r}, not a dict of header names to strings",
+            route=request.route,
+            code="invalid_header",
+        )
+    for name, value in headers.items():
+        why = (
+            "the client frames the JSON body itself"
+            if name.lower() in _FRAMING
+            else None if (name + value).isascii() else "headers are ASCII (RFC 9110)"
+        )
+        if why is not None:  # a second Content-Length or a Transfer-Encoding desyncs
+            raise ProxyRequestError(
+                f"header_hook gave {name}: {value[:40]!r}, which is not sent: {why}",
+                route=request.route,
+                code="invalid_header",
+            )
+    return headers
+
+
+_FRAMING = frozenset({"content-length", "transfer-encoding", "content-type"})
 
 
 class Orchestration:
@@ -78,6 +112,8 @@ def read_json(response: Answer) -> Any:
         data = response.json()
     except ValueError:
         return {"text": response.text} if response.content else {}
+    except RecursionError:  # JSON, but nested deeper than any answer should be
+        raise ProxyAnswerError("the answer's JSON is nested too deeply to be read") from None
     return {} if data is None and not response.content else data
 
 

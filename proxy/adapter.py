@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import json
 import logging
 import time
@@ -40,10 +41,12 @@ from strabo.proxy._exchange import (
     ProxyRequest,
     current,
     digest_key,
+    hook_headers,
     read_json,
     settled,
     where,
 )
+from strabo.proxy._options import check_base_url, check_function, check_names, names
 from strabo.proxy.errors import (
     ProxyAnswerError,
     ProxyError,
@@ -97,21 +100,13 @@ class ProxyAdapter(PeachAdapter):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(name, protocol, role, executor)
-        self.base_url = base_url.rstrip("/")
-        self.internal = frozenset(internal)
+        self.base_url = check_base_url(base_url)
+        self.internal = names(internal, "internal")
         self._unsent_cache: tuple[frozenset[str], frozenset[str]] | None = None
         self._typed_cache: frozenset[str] | None = None
-        self.exclude = frozenset(exclude)
-        for action in self.exclude:
-            if action not in protocol.actions:
-                raise RouteError(
-                    f"exclude names {action!r}, which is not an action of {protocol.name}"
-                )
-        unknown = self.internal - set(protocol.attributes)
-        if unknown:
-            raise RouteError(
-                f"internal names {', '.join(sorted(unknown))}, not attributes of {protocol.name}"
-            )
+        self.exclude = names(exclude, "exclude")
+        check_names(protocol, self.internal, self.exclude)
+        check_function(header_hook, "header_hook", "(request) -> headers")
         self.header_hook = header_hook
         self.timeout = check_timeout(timeout)
         given = {"retries": retries, "backoff": backoff, "max_delay": max_delay}
@@ -227,7 +222,10 @@ class ProxyAdapter(PeachAdapter):
         """Register ``handler(error, route, trigger)`` for failures that become no
         protocol action: the route has no failure action, or it cannot be
         performed. They are logged too. Without a handler such a failure reaches
-        nobody but the log, and the agents waiting for an answer wait."""
+        nobody but the log, and the agents waiting for an answer wait. A plain
+        function is called as it is; an async one is awaited."""
+        if not callable(handler):  # @proxy.on_error("Create"), say
+            raise TypeError(f"on_error registers a function (error, route, trigger): {handler!r}")
         self._error_handlers.append(handler)
         return handler
 
@@ -245,6 +243,8 @@ class ProxyAdapter(PeachAdapter):
         if route is None:
             known = ", ".join(self.routes) or "none"
             raise RouteError(f"no route for {name!r} (routes: {known})")
+        if not isinstance(bindings, Mapping):
+            raise TypeError(f"request({name!r}): bindings must be a dict, not {bindings!r}")
         if idempotency_key is None:
             idempotency_key = self._idempotency_key(route, bindings)
         skip, typed = self._unsent, self._typed
@@ -299,7 +299,7 @@ class ProxyAdapter(PeachAdapter):
             headers = {"Idempotency-Key": idempotency_key}
             if self.header_hook is not None:
                 info = ProxyRequest(route.name, route.method, url, body, idempotency_key, attempt)
-                headers.update(self.header_hook(info))
+                headers.update(hook_headers(self.header_hook, info))
             started = time.perf_counter()
             wait: float | None = None
             error: ProxyError
@@ -337,6 +337,10 @@ class ProxyAdapter(PeachAdapter):
         if client is None:
             raise ProxyError(f"{self!r} is not started", route=route.name)
         if client.base_url != self.base_url:
+            try:  # set after the start: checked when first used
+                check_base_url(self.base_url)
+            except RouteError as exc:
+                raise ProxyRequestError(str(exc), route=route.name) from None
             old, client = client, open_client(self.base_url, self.timeout, self._transport)
             self._client = client
             await old.aclose()  # what it has in flight still finishes (lean client)
@@ -354,16 +358,14 @@ class ProxyAdapter(PeachAdapter):
         event = HTTPEvent(
             route.name, route.method, path, status, time.perf_counter() - started, attempt, error
         )
-        log.debug(
-            "%s: %s %s -> %s (%.1f ms)",
-            self.name,
-            route.method,
-            path,
-            status or error,
-            event.seconds * 1000,
-        )
+        log.debug("%s: %s %s -> %s (%.1f ms)", self.name, route.method, path,
+                  status or error, event.seconds * 1000)
         for listener in self.http_listeners:
-            listener(event)
+            try:  # a listener watches: its bug must not turn an answer into a failure
+                listener(event)
+            except Exception as exc:
+                log.warning("%s: http listener %r raised %s: %s", self.name, listener,
+                            type(exc).__name__, exc)
 
     # Handling triggers --------------------------------------------------------------
 
@@ -391,7 +393,11 @@ class ProxyAdapter(PeachAdapter):
             return
         # Internal attributes never come from the wire either: an answer carrying a
         # `cid` must not move the response to another enactment.
-        found = route.extract(answer, route.response_map)
+        try:
+            found = route.extract(answer, route.response_map)
+        except ProxyAnswerError as misfit:  # a path the answer cannot be read along
+            await self.fail(route, trigger, misfit)
+            return
         data = {**trigger.bindings, **{k: v for k, v in found.items() if k not in self.internal}}
         await self.reply(route, trigger, data)
 
@@ -485,7 +491,9 @@ class ProxyAdapter(PeachAdapter):
         )
         for handler in self._error_handlers:
             try:
-                await handler(error, route, trigger)
+                result = handler(error, route, trigger)
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("%s: error handler %s failed", self.name, handler)
 
@@ -556,20 +564,19 @@ class ProxyAdapter(PeachAdapter):
         """Handle again every trigger still waiting for its answer (after a restart,
         or triggers that came before the proxy started). Their idempotency keys are
         the ones of the first handling, so the service does nothing twice."""
-        answers = {
-            r.response: r for r in self.routes.values() if r.response in self.protocol.actions
-        }
+        answers: dict[str, dict[str, Route]] = {}  # response -> trigger -> route
+        for r in self.routes.values():
+            if r.response is not None and r.response in self.protocol.actions:
+                answers.setdefault(r.response, {})[r.trigger] = r
         if not answers:
             return
         for root in self.state.roots():
             for feasible in self._enabled_in(root):
-                route = answers.get(feasible.name)
-                if route is None:
+                routes = answers.get(feasible.name)
+                found = self._pending_trigger(routes, feasible, root) if routes else None
+                if found is None:
                     continue
-                trigger = self._pending_trigger(route, feasible, root)
-                if trigger is None:
-                    continue
-                instance, performer = trigger
+                route, instance, performer = found
                 log.info("%s: resuming %s for %s", self.name, route, instance.keys)
                 for handler in self._handlers(self._observers, route.trigger):
                     # As any observer: what it raises, even before its first
@@ -577,12 +584,14 @@ class ProxyAdapter(PeachAdapter):
                     self._call(handler, (instance, performer), route.trigger, instance)
 
     def _pending_trigger(
-        self, route: Route, feasible: FeasibleAction, root: tuple[Any, ...]
-    ) -> tuple[ActionInstance, str] | None:
+        self, routes: Mapping[str, Route], feasible: FeasibleAction, root: tuple[Any, ...]
+    ) -> tuple[Route, ActionInstance, str] | None:
+        """The latest trigger of the routes answered by ``feasible``, with its route:
+        several routes may answer with one action, from different triggers."""
         keys = feasible.keys
         for _, instance, performer in reversed(self.history(root)):
-            if instance.name == route.trigger and all(
+            if instance.name in routes and all(
                 keys.get(k, v) == v for k, v in instance.keys.items()
             ):
-                return instance, performer
+                return routes[instance.name], instance, performer
         return None

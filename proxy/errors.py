@@ -121,7 +121,7 @@ def http_error(response: Answer, *, route: str | None = None) -> ProxyHTTPError:
     ``{"detail", "code"}``, FastAPI's validation lists, or plain text."""
     try:
         body: Any = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past reading
         body = response.text
     code = None
     message = response.reason_phrase or "error"

@@ -128,11 +128,15 @@ def retry_after(response: Answer, now: float | None = None) -> float | None:
     return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
-def unreachable_failure(protocol: LangshawProtocol, trigger: str, failure: str, where: str) -> None:
-    """Refuse a failure action that can never follow the trigger: one the trigger,
-    or an action it depends on, excludes (nono, nogo). SimpleUCP's ``Failed`` on
-    ``Complete`` is one: Complete needs Created, and Created excludes Failed.
-    Only failure actions in the root scope are judged here (every instance of the
+def unreachable_failure(
+    protocol: LangshawProtocol, trigger: str, failure: str, where: str, kind: str = "failure"
+) -> None:
+    """Refuse a failure action (or, ``kind="response"``, a response action) that
+    can never follow the trigger: one the trigger depends on (it has happened by
+    then), or one the trigger, or an action it depends on, excludes (nono, nogo).
+    SimpleUCP's ``Failed`` on ``Complete`` is one: Complete needs Created, and
+    Created excludes Failed.
+    Only actions in the root scope are judged here (every instance of the
     enactment is correlated with them); the others are left to the attempt, whose
     refusal sends the error to ``on_error``."""
     actions = protocol.actions
@@ -148,20 +152,24 @@ def unreachable_failure(protocol: LangshawProtocol, trigger: str, failure: str, 
             continue
         before.append(name)
         pending.extend(actions[name].dependencies)
+    what = f"{kind} action {failure} can never follow {trigger}"
+    advice = "; route the failure to on_error instead (no failure=)" if kind == "failure" else ""
+    if failure in before:
+        raise RouteError(
+            f"{where}: {what}: {trigger} depends on {failure}, so {failure} has happened by "
+            f"then{advice}"
+        )
     for name in before:
         for group in protocol.nono:
             if name in group and failure in group and name != failure:
                 raise RouteError(
-                    f"{where}: failure action {failure} can never follow {trigger}: "
-                    f"{_needs(trigger, name)}{name} excludes {failure} (nono); route the "
-                    "failure to on_error instead (no failure=)"
+                    f"{where}: {what}: {_needs(trigger, name)}{name} excludes {failure} "
+                    f"(nono){advice}"
                 )
         for blocker, blocked in protocol.nogo:
             if blocker == name and blocked == failure:
                 raise RouteError(
-                    f"{where}: failure action {failure} can never follow {trigger}: "
-                    f"{_needs(trigger, name)}{name} -/> {failure} (nogo); route the failure "
-                    "to on_error instead (no failure=)"
+                    f"{where}: {what}: {_needs(trigger, name)}{name} -/> {failure} (nogo){advice}"
                 )
 
 

@@ -12,19 +12,22 @@ about a route that can be checked is checked when it is declared.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
+from urllib.parse import quote
 
 from jsonpath_ng import JSONPath
 from jsonpath_ng.exceptions import JsonPathParserError
 from jsonpath_ng.ext import parse as parse_jsonpath  # type: ignore[attr-defined]
-from jsonpath_ng.jsonpath import Child, Fields, Root
+from jsonpath_ng.jsonpath import Child, Fields, Index, Root
 
 from langshaw import ActionInstance, LangshawProtocol
-from strabo.proxy.errors import ProxyError, ProxyRequestError, RouteError
+from strabo.proxy.errors import ProxyAnswerError, ProxyError, ProxyRequestError, RouteError
 from strabo.proxy.policy import FailureFunction, overrides, unreachable_failure
 
 log = logging.getLogger("strabo.proxy")
@@ -94,9 +97,15 @@ class Route:
                     attribute=name,
                     route=self.name,
                 )
-            from urllib.parse import quote
-
-            return quote(str(value), safe="")
+            text = quote(str(value), safe="")
+            if text in ("", ".", ".."):  # /c//complete, /c/../complete: another resource
+                raise ProxyRequestError(
+                    f"{self}: path parameter {{{name}}} is bound to {value!r}, which names "
+                    "no resource of its own in a path",
+                    attribute=name,
+                    route=self.name,
+                )
+            return text
 
         return _PARAM.sub(fill, self.path)
 
@@ -138,12 +147,24 @@ class Route:
         every other top-level field by its name."""
         found: dict[str, Any] = dict(answer) if isinstance(answer, Mapping) else {}
         for attribute, path in mapping.items():
-            matches = path.find(answer)
+            try:  # an extension may meet a value of another type, a regex may not compile
+                matches = path.find(answer)
+            except Exception as exc:
+                raise self._misfit(attribute, path, f"{type(exc).__name__}: {exc}") from None
+            if len(matches) > 1:  # which one is meant? Guessing could bind the wrong one
+                raise self._misfit(attribute, path, f"it selects {len(matches)} values, not one")
             if matches:
                 found[attribute] = matches[0].value
             else:
                 found.pop(attribute, None)
         return found
+
+    def _misfit(self, attribute: str, path: JSONPath, why: str) -> ProxyAnswerError:
+        return ProxyAnswerError(
+            f"{self}: {attribute} cannot be read from the answer at {path}: {why}",
+            attribute=attribute,
+            route=self.name,
+        )
 
 
 def _top_field(path: JSONPath) -> str | None:
@@ -183,6 +204,12 @@ def parse_route(
     method, path = found.group(1).upper(), found.group(2)
     if method not in METHODS:
         raise RouteError(f"{where}: unknown HTTP method {found.group(1)!r} ({', '.join(METHODS)})")
+    if "#" in path or not path.isascii() or not path.isprintable():  # sent as is
+        odd = next(c for c in path if c == "#" or not c.isascii() or not c.isprintable())
+        raise RouteError(
+            f"{where}: the path holds {odd!r}, which a request line cannot carry: "
+            f"percent-encode it ({quote(odd)!r})"
+        )
     params = tuple(_PARAM.findall(path))
     if "{" in _PARAM.sub("", path) or "}" in _PARAM.sub("", path):
         raise RouteError(f"{where}: malformed path parameter in {path!r}")
@@ -195,14 +222,15 @@ def parse_route(
                     f"{where}: path parameter {{{param}}} is not an attribute of {trigger} "
                     f"({', '.join(actions[trigger].attributes)})"
                 )
-        if actions[trigger].actor == role and answer is not None and answer not in actions:
-            pass  # our own action answered by something else: nothing to check
     for param in params:
         if param in internal:
             raise RouteError(
                 f"{where}: path parameter {{{param}}} is internal: it never goes on the wire"
             )
+    if request and method in ("GET", "DELETE"):
+        raise RouteError(f"{where}: a {method} sends no body, so request= maps nothing")
     request_map = _mapping(request, where, "request", trigger, protocol, internal, allow_none=True)
+    _check_places(where, trigger, request or {}, request_map, protocol, internal)
     response_map = _mapping(response, where, "response", answer, protocol, internal)
     failure_function = _check_failure(
         where, trigger, answer, failure, failure_response, protocol, role
@@ -218,6 +246,12 @@ def parse_route(
             f"{where}: {answer} is performed by {actions[answer].actor}, not by the proxy's "
             f"role {role}: the proxy cannot answer with it"
         )
+    if answer == trigger:
+        raise RouteError(f"{where}: {trigger} cannot be its own answer")
+    if answer is not None and answer in actions:
+        unreachable_failure(protocol, trigger, answer, where, kind="response")
+    for action in (answer, failure):
+        _check_bindable(where, trigger, action, protocol, internal)
     return Route(
         trigger=trigger,
         response=answer,
@@ -269,6 +303,11 @@ def _check_failure(
     if failure_response is None or isinstance(failure_response, Mapping):
         return None
     if isinstance(failure_response, Callable):  # type: ignore[arg-type]
+        if inspect.iscoroutinefunction(failure_response):
+            raise RouteError(
+                f"{where}: failure_response= must be a plain function (error, trigger) -> "
+                "bindings: an async one gives a coroutine, never bindings"
+            )
         return failure_response  # type: ignore[no-any-return]
     raise RouteError(
         f"{where}: failure_response= must map {failure}'s attributes to JSONPaths, or be a "
@@ -296,6 +335,8 @@ def _mapping(
         else None
     )
     for attribute, path in given.items():
+        if not isinstance(attribute, str):
+            raise RouteError(f"{where}: {kind}= maps {attribute!r}: attribute names are strings")
         if attribute in internal:
             raise RouteError(
                 f"{where}: {kind}= maps {attribute!r}, which is internal and never goes on the wire"
@@ -305,11 +346,107 @@ def _mapping(
                 f"{where}: {kind}= maps {attribute!r}, which is not an attribute of {action} "
                 f"({', '.join(known)})"
             )
+        if attribute in protocol.actions:  # a dependency: the state binds it, never the wire
+            raise RouteError(
+                f"{where}: {kind}= maps {attribute!r}, which names an action: its value only "
+                f"records that {attribute} occurred, and never goes on the wire"
+            )
         if path is None and allow_none:
             compiled[attribute] = None
             continue
         compiled[attribute] = _compile(path, f"{where}: {kind}[{attribute!r}]")  # type: ignore[arg-type]
     return compiled
+
+
+def _check_bindable(
+    where: str,
+    trigger: str,
+    action: str | None,
+    protocol: LangshawProtocol,
+    internal: frozenset[str],
+) -> None:
+    """The keys of the response (or failure) action say its enactment, so they
+    come from the trigger or the answer: an internal one is never read off the
+    wire, and unless the trigger has it, nothing can ever bind it."""
+    actions = protocol.actions
+    if action is None or action not in actions or trigger not in actions:
+        return
+    lacking = [
+        k for k in actions[action].keys if k in internal and k not in actions[trigger].attributes
+    ]
+    if lacking:
+        raise RouteError(
+            f"{where}: {action} needs the key {', '.join(lacking)}, which {trigger} lacks and "
+            "which, internal, is never read from the answer: nothing can bind it"
+        )
+
+
+def _place(path: JSONPath) -> tuple[str | int, ...] | None:
+    """Where a request path writes, as keys and indexes from the body's top
+    (``$.a.b[0]``: ``("a", "b", 0)``); None for a path that names no one place
+    (``$``, ``..``, wildcards, filters, slices, unions), which a body cannot be
+    built along."""
+    if type(path) is Root:
+        return ()
+    if type(path) is not Child:
+        return None
+    left = _place(path.left)
+    right = path.right
+    if left is None:
+        return None
+    if type(right) is Fields and len(right.fields) == 1 and right.fields[0] != "*":
+        return (*left, str(right.fields[0]))
+    if type(right) is Index and len(right.indices) == 1 and right.indices[0] >= 0:
+        return (*left, right.indices[0])
+    return None
+
+
+def _check_places(
+    where: str,
+    trigger: str,
+    given: Mapping[str, str | None],
+    request_map: Mapping[str, JSONPath | None],
+    protocol: LangshawProtocol,
+    internal: frozenset[str],
+) -> None:
+    """Each request path names one place, and no two attributes write the same
+    place or one inside the other (which one wins would depend on the order of
+    the bindings). An attribute that goes by its own name holds that place."""
+    places: list[tuple[tuple[str | int, ...], str]] = []
+    for attribute, path in request_map.items():
+        if path is None:
+            continue
+        place = _place(path)
+        if not place or not isinstance(place[0], str):  # the body is an object
+            raise RouteError(
+                f"{where}: request[{attribute!r}]: {given[attribute]!r} names no one place to "
+                "write the value to: use fields and indexes only, such as "
+                "'$.payment.instruments[0]'"
+            )
+        places.append((place, attribute))
+    if trigger in protocol.actions:
+        for attribute in protocol.actions[trigger].attributes:
+            unsent = attribute in internal or attribute in protocol.actions
+            if attribute not in request_map and not unsent:
+                places.append(((attribute,), attribute))
+    # In this order a place comes just before the places inside it, and places
+    # under one parent sort indexes before names: neighbours tell every clash.
+    ordered = sorted(places, key=lambda item: [(type(k) is str, k) for k in item[0]])
+    for (place, attribute), (other, name) in pairwise(ordered):
+        pairs = enumerate(zip(place, other, strict=False))
+        split = next((j for j, (a, b) in pairs if a != b), None)
+        if split is not None and type(place[split]) is not type(other[split]):
+            raise RouteError(
+                f"{where}: request= writes {attribute!r} and {name!r} into "
+                f"$.{'.'.join(map(str, place[:split]))} as a list and as an object"
+            )
+        if other[: len(place)] == place:
+            at = "$." + ".".join(map(str, place))
+            clash = "at the same place" if other == place else "inside it"
+            raise RouteError(
+                f"{where}: request= writes {attribute!r} at {at} and {name!r} {clash}: "
+                "each attribute needs a place of its own"
+            )
 
 
 def failure_data(
@@ -333,7 +470,10 @@ def failure_data(
     # Mapped attributes take their JSONPath into {status, code, message}; the
     # others take the field of their name, or else that whole object.
     summary = error.summary()
-    found = route.extract(summary, route.failure_map)
+    try:
+        found = route.extract(summary, route.failure_map)
+    except ProxyAnswerError as exc:
+        return None, f"its failure_response cannot be read: {exc}"
     data = dict(trigger.bindings)
     for attribute in protocol.actions[route.failure].attributes:
         if attribute in route.failure_map:
