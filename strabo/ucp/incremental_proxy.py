@@ -133,7 +133,24 @@ def incremental_proxy(
             status = status_after(None, await session_status(action["id"]))
             await proxy.fail(route, _with_status(action, status), error)
             return
-        found = route.extract(answer, route.response_map)
+
+        async def misfit(problem: Any, attribute: str | None, path: str | None) -> None:
+            """The merchant answered, and the order may exist: fail with the status
+            the answer or the session gives."""
+            said = answer.get("status") if isinstance(answer, dict) else None
+            status = status_after(said, None if said in ENDED else
+                                  await session_status(action["id"]))
+            order = proxy.placed.get(action["id"])
+            placed = f" (the merchant placed order {order})" if order else ""
+            error = ProxyAnswerError(f"Completed: the answer does not fit{placed}: {problem}",
+                                     attribute=attribute, path=path, route=route.name)
+            await proxy.fail(route, _with_status(action, status), error)
+
+        try:  # a response path the answer cannot be read along (a route changed)
+            found = route.extract(answer, route.response_map)
+        except ProxyAnswerError as unread:
+            await misfit(unread, unread.attribute, unread.path)
+            return
         data = {**action.bindings, **{k: v for k, v in found.items() if k not in proxy.internal}}
         try:
             proxy.build_action("Completed", data)
@@ -141,14 +158,7 @@ def incremental_proxy(
             if exc.path is None and not exc.missing:  # not the answer's fault: reply says
                 await proxy.reply(route, action, data)
                 return
-            said = answer.get("status") if isinstance(answer, dict) else None
-            status = status_after(said, None if said in ENDED else
-                                  await session_status(action["id"]))
-            order = proxy.placed.get(action["id"])
-            placed = f" (the merchant placed order {order})" if order else ""
-            misfit = ProxyAnswerError(f"Completed: the answer does not fit{placed}: {exc}",
-                                      attribute=exc.attribute, path=exc.path, route=route.name)
-            await proxy.fail(route, _with_status(action, status), misfit)
+            await misfit(exc, exc.attribute, exc.path)
             return
         await proxy.reply(route, action, data)
 

@@ -17,10 +17,12 @@ SyncServer, the sample agents.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import jsonpath_ng
 import pytest
 
 from langshaw import ActionInstance
@@ -260,3 +262,24 @@ async def test_the_demo_surfaces_the_order_it_cannot_say(
     assert code == 1
     assert f"the merchant placed order {order.id}" in err and "not cancelled" in err
     assert draft.cancels() == []
+
+
+async def test_incremental_ucp_an_answer_complete_cannot_read_is_a_status_change() -> None:
+    # The Complete route maps no response path today; one that the answer
+    # breaks (here: it selects several values) used to raise outside the
+    # handler's try, leaving Complete unanswered. Now the order the merchant
+    # placed is said as StatusChange, as for any answer that does not fit.
+    app = create_app()
+    async with serve(app) as url:
+        proxy, platform, done = agents("incremental", url)
+        complete = proxy.routes["Complete"]
+        proxy.routes["Complete"] = dataclasses.replace(
+            complete, response_map={"order": jsonpath_ng.parse("$..id")})
+        seen = watch(platform)
+        async with proxy, platform:
+            await asyncio.wait_for(done.wait(), WAIT)
+            await platform.drain()
+    [order] = merchant_of(app).orders()
+    assert [a.name for a in seen][-2:] == ["Complete", "StatusChange"]
+    assert seen[-1]["status"] == "completed"
+    assert proxy.placed[order.checkout_id] == order.id
