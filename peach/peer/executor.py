@@ -99,9 +99,11 @@ class PeerExecutor(Executor):
         self._loaded = False
         self._senders: dict[str, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
-        # Per peer: the messages requests under way carry, and those requests.
+        # Per peer: the messages requests under way carry, those requests (the
+        # loop's and catch-ups'), and how those that ended went (for the loop).
         self._sending: dict[str, set[tuple[str, int]]] = {}
         self._in_flight: dict[str, set[asyncio.Task[bool]]] = {}
+        self._outcomes: dict[str, list[bool]] = {}
         self._body_limit: dict[str, int] = {}  # a peer that answered 413: less per request
         # What a peer's request brings is written in one transaction, when the
         # inbox is done with it and before it answers (``_keep``).
@@ -361,6 +363,7 @@ class PeerExecutor(Executor):
         self._wake.setdefault(peer, asyncio.Event())
         self._sending.setdefault(peer, set())
         self._in_flight.setdefault(peer, set())
+        self._outcomes.setdefault(peer, [])
         self._outbox.setdefault(peer, set())
         if self._outbox[peer]:
             self._wake[peer].set()
@@ -373,17 +376,7 @@ class PeerExecutor(Executor):
         failures = 0
         wake = self._wake[peer]
         rounds = self._in_flight[peer]
-        outcomes: list[bool] = []
-
-        def finished(task: asyncio.Task[bool]) -> None:
-            rounds.discard(task)
-            if not task.cancelled():
-                error = task.exception()
-                if error is not None:
-                    log.error("%s: sending to %s failed: %r", self.agent, peer, error)
-                outcomes.append(error is None and task.result())
-            wake.set()
-
+        outcomes = self._outcomes[peer]
         try:
             while True:
                 wake.clear()
@@ -392,122 +385,148 @@ class PeerExecutor(Executor):
                     outcomes.clear()
                 if failures:
                     # Back off before sending again; new messages (or a request
-                    # under way that ends) wake the loop sooner.
+                    # under way that ends) wake the loop sooner. (Not wait_for: on
+                    # 3.11 it loses a cancel that comes as the event is set, and
+                    # stopping then waits for this loop for ever.)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), backoff.delay(failures))
+                        async with asyncio.timeout(backoff.delay(failures)):
+                            await wake.wait()
                     wake.clear()
                     if outcomes:
                         continue
                 while len(rounds) < IN_FLIGHT:
                     unsent = len(self._outbox[peer]) - len(self._sending[peer])
-                    if unsent <= 0:
-                        break
                     # Shared out among the requests that may start: a wave of
                     # attempts goes as several requests, so that the peer handles
                     # the first while this agent still sends (or handles answers).
-                    # A few go as one: a request costs more than a message.
+                    # A few go as one: a request costs more than a message. Each
+                    # takes its messages as it starts, and none ends before the
+                    # last starts (which would free its messages for the next one).
                     share = max(MIN_SHARE, -(-unsent // (IN_FLIGHT - len(rounds))))
-                    task = asyncio.create_task(self._round(peer, share), name=f"round to {peer}")
-                    rounds.add(task)
-                    task.add_done_callback(finished)
-                    await asyncio.sleep(0)  # it takes its messages before the next one looks
+                    if unsent <= 0 or not self._start_round(peer, share):
+                        break
                 await wake.wait()
         finally:
             for task in list(rounds):
                 task.cancel()
             await asyncio.gather(*rounds, return_exceptions=True)
 
-    async def _round(self, peer: str, share: int = wire.MAX_MESSAGES) -> bool:
-        """Send what ``peer`` has not acknowledged and no other request carries (up
-        to ``share`` messages and a request's worth); True when every message
-        sent got a final answer."""
+    def _start_round(self, peer: str, share: int = wire.MAX_MESSAGES) -> bool:
+        """Start a request of what ``peer`` has not acknowledged and no other
+        request carries (up to ``share`` messages and a request's worth); False
+        if there is none. The loop hears how it ended, a failure included."""
         sending = self._sending[peer]
         items = sorted(self._outbox[peer] - sending)[: min(share, wire.MAX_MESSAGES)]
         if not items:
-            return True
+            return False
         records = [self._ledgers[p].unsent[seq] for p, seq in items]
         limit = self._body_limit.get(peer, wire.MAX_BODY)
         body, carried = wire.pack(self.mas, self.agent, records, limit)
         items = items[:carried]
         sending.update(items)
+        task = asyncio.create_task(self._round(peer, items, body), name=f"round to {peer}")
+        self._in_flight[peer].add(task)
+
+        def finished(task: asyncio.Task[bool]) -> None:
+            # Here, not in the round: a round cancelled before it ran has no finally.
+            self._in_flight[peer].discard(task)
+            sending.difference_update(items)
+            if not task.cancelled():
+                error = task.exception()
+                if error is not None:
+                    log.error("%s: sending to %s failed: %r", self.agent, peer, error)
+                self._outcomes[peer].append(error is None and task.result())
+            self._wake[peer].set()  # what failed is sent again, after the back-off
+
+        task.add_done_callback(finished)
+        return True
+
+    async def _round(self, peer: str, items: list[tuple[str, int]], body: bytes) -> bool:
+        """Send ``items`` (in ``body``); True when every one got a final answer."""
+        carried = len(items)
         try:
-            try:
-                status, answer = await self.transport.post(
-                    self.directory.peers[peer], "messages", body, self._headers(body)
+            status, answer = await self.transport.post(
+                self.directory.peers[peer], "messages", body, self._headers(body)
+            )
+        except Unreachable as exc:
+            log.debug("%s: %s unreachable (%s); sending again later", self.agent, peer, exc)
+            return False
+        results = answer.get("results")
+        if status == 413 and carried > 1:
+            # The peer reads less than this agent would send (an older
+            # version, another limit): send smaller requests from now on. (Never
+            # larger: a request packed before another's 413 may get one after it.)
+            limit = min(self._body_limit.get(peer, wire.MAX_BODY), len(body) // 2)
+            self._body_limit[peer] = max(1, limit)
+            log.warning(
+                "%s: %s refused a request of %d bytes as too large; sending at most %d",
+                self.agent, peer, len(body), self._body_limit[peer],
+            )  # fmt: skip
+            return False
+        if status == 413:  # one message the peer will never read: it refuses it
+            status, results = 200, [{
+                "status": wire.REFUSED, "rule": "too-large",
+                "message": f"{peer} reads no request of {len(body)} bytes",
+            }]  # fmt: skip
+        if status != 200 or not isinstance(results, list) or len(results) != len(items):
+            message = answer.get("error", {}).get("message", "") if answer else ""
+            log.warning(
+                "%s: %s did not take %d messages: %s %s; sending again later",
+                self.agent,
+                peer,
+                len(items),
+                status,
+                message,
+            )
+            return False
+        final = True
+        for (protocol, seq), result in zip(items, results, strict=True):
+            verdict = result.get("status") if isinstance(result, dict) else None
+            if verdict in (wire.ACCEPTED, wire.DUPLICATE):
+                self._acknowledged(protocol, seq, peer)
+            elif verdict == wire.REFUSED:
+                refusal = Refusal(
+                    protocol,
+                    seq,
+                    peer,
+                    str(result.get("rule", "")),
+                    str(result.get("message", "")),
+                    incoming=False,
                 )
-            except Unreachable as exc:
-                log.debug("%s: %s unreachable (%s); sending again later", self.agent, peer, exc)
-                return False
-            results = answer.get("results")
-            if status == 413 and carried > 1:
-                # The peer reads less than this agent would send (an older
-                # version, another limit): send smaller requests from now on.
-                self._body_limit[peer] = max(1, len(body) // 2)
                 log.warning(
-                    "%s: %s refused a request of %d bytes as too large; sending at most %d",
-                    self.agent, peer, len(body), self._body_limit[peer],
-                )  # fmt: skip
-                return False
-            if status == 413:  # one message the peer will never read: it refuses it
-                status, results = 200, [{
-                    "status": wire.REFUSED, "rule": "too-large",
-                    "message": f"{peer} reads no request of {len(body)} bytes",
-                }]  # fmt: skip
-            if status != 200 or not isinstance(results, list) or len(results) != len(items):
-                message = answer.get("error", {}).get("message", "") if answer else ""
-                log.warning(
-                    "%s: %s did not take %d messages: %s %s; sending again later",
+                    "%s: %s refused %s (%s): %s",
                     self.agent,
                     peer,
-                    len(items),
-                    status,
-                    message,
+                    self._ledgers[protocol].unsent[seq].describe(),
+                    refusal.rule,
+                    refusal.message,
                 )
-                return False
-            final = True
-            for (protocol, seq), result in zip(items, results, strict=True):
-                verdict = result.get("status") if isinstance(result, dict) else None
-                if verdict in (wire.ACCEPTED, wire.DUPLICATE):
-                    self._acknowledged(protocol, seq, peer)
-                elif verdict == wire.REFUSED:
-                    refusal = Refusal(
-                        protocol,
-                        seq,
-                        peer,
-                        str(result.get("rule", "")),
-                        str(result.get("message", "")),
-                        incoming=False,
-                    )
-                    log.warning(
-                        "%s: %s refused %s (%s): %s",
-                        self.agent,
-                        peer,
-                        self._ledgers[protocol].unsent[seq].describe(),
-                        refusal.rule,
-                        refusal.message,
-                    )
-                    try:
-                        self._refused(refusal)
-                    except ExecutorError as exc:  # kept next time: the peer answers the same
-                        log.error("%s", exc)
-                        final = False
-                        continue
-                    self._acknowledged(protocol, seq, peer, stored=True)
-                else:
+                try:
+                    self._refused(refusal)
+                except ExecutorError as exc:  # kept next time: the peer answers the same
+                    log.error("%s", exc)
                     final = False
-            return final
-        finally:
-            sending.difference_update(items)
+                    continue
+                self._acknowledged(protocol, seq, peer, stored=True)
+            else:
+                final = False
+        return final
 
     async def _flush_to(self, peer: str) -> int:
         """Send ``peer`` what it lacks now (it asked), after what is under way;
-        how much is still unsent."""
+        how much is still unsent. Its request is one the loop hears of (sent
+        again if it fails) and stopping cancels; the answer waits for it and for
+        those started meanwhile, which may carry what was owed (no more: a wait
+        of a request or two, not for as long as this agent sends)."""
         rounds = self._in_flight.get(peer)
-        if rounds is None:  # not started, or not a peer of this agent
+        if rounds is None or peer not in self._senders:  # not a peer, or stopped
             return len(self._outbox.get(peer, ()))
         if rounds:
             await asyncio.wait(set(rounds))  # (which a cancelled wait does not cancel)
-        await self._round(peer)
+        if peer in self._senders:
+            self._start_round(peer)
+        if rounds:
+            await asyncio.wait(set(rounds))
         return len(self._outbox.get(peer, ()))
 
     def _acknowledged(self, protocol: str, seq: int, peer: str, stored: bool = False) -> None:
