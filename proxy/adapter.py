@@ -410,7 +410,7 @@ class ProxyAdapter(PeachAdapter):
         :class:`ProxyAnswerError` handled by the route's failure policy, as a
         failed request would be: custom orchestrations answer through here so a
         bad answer never crashes their handler. None when no response was said."""
-        route = self._route(route)
+        route = self._route(route, trigger)
         if route.response is None:
             raise RouteError(f"{route} has no response action to reply with")
         try:
@@ -437,7 +437,9 @@ class ProxyAdapter(PeachAdapter):
         await self.report(unsaid, route, trigger, why="its answer cannot be said")
         return None
 
-    def _route(self, route: Route | str) -> Route:
+    def _route(self, route: Route | str, trigger: Any) -> Route:
+        if not isinstance(trigger, ActionInstance):  # a FeasibleAction, from on_enabled
+            raise TypeError(f"the trigger is the ActionInstance observed, not {trigger!r}")
         if isinstance(route, str):
             if route not in self.routes:
                 raise RouteError(f"no route for {route!r} (routes: {', '.join(self.routes)})")
@@ -452,19 +454,15 @@ class ProxyAdapter(PeachAdapter):
         action cannot be performed, log the error and tell the ``on_error``
         handlers (None). Automatic round trips end here; custom orchestrations
         call it so that their failures follow the policy their routes declare."""
-        route = self._route(route)
+        route = self._route(route, trigger)
+        if not isinstance(error, ProxyError):
+            raise TypeError(f"fail() takes a ProxyError (say why as one), not {error!r}")
         data, why = failure_data(self.protocol, route, trigger, error)
         if data is not None and route.failure is not None:
             instance, problem = await self._perform(route.failure, data)
             if instance is not None:
-                log.warning(
-                    "%s: %s failed: %s; answered with %s%s",
-                    self.name,
-                    route,
-                    error,
-                    route.failure,
-                    where(trigger),
-                )
+                log.warning("%s: %s failed: %s; answered with %s%s",
+                            self.name, route, error, route.failure, where(trigger))
                 return instance
             why = f"its failure action {route.failure} {problem}"
         await self.report(error, route, trigger, why=why)

@@ -508,3 +508,17 @@ async def test_a_trigger_left_unanswered_is_resumed_when_two_routes_share_its_an
             await asyncio.wait_for(done.wait(), 5)
     assert [path for path, _, _ in script.requests] == ["/ask"]
 
+
+
+async def test_reply_and_fail_say_what_they_take() -> None:
+    # A FeasibleAction from on_enabled, or an error that is no ProxyError, raised
+    # an AttributeError from inside; each is now a TypeError that says why.
+    proxy = make_proxy()
+    route = proxy.route("Create->>Created", "POST /checkout-sessions")
+    with pytest.raises(TypeError, match="the ActionInstance observed"):
+        await proxy.reply(route, object(), {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="the ActionInstance observed"):
+        await proxy.fail(route.name, "Create", ProxyError("x"))  # type: ignore[arg-type]
+    trigger = ActionInstance(TYPED.action("Create"), {})
+    with pytest.raises(TypeError, match="takes a ProxyError"):
+        await proxy.fail(route, trigger, ValueError("no"))  # type: ignore[arg-type]
