@@ -5,9 +5,13 @@ channels on top).
 
 One interface (:class:`Client`: ``request`` and ``aclose``), two
 implementations chosen by :func:`open_client`, and one mapping of what can go
-wrong: :class:`NoAnswer` (refused, reset, timed out, garbled) and
-:class:`Unsendable` (a body that is not JSON, a header with a line break). When
-to try again is ``syncserver.retry``.
+wrong: :class:`NoAnswer` (refused, reset, timed out, garbled; :class:`TooLarge`,
+an answer longer than ``max_body``) and :class:`Unsendable` (a body that is not
+JSON, a header with a line break). When to try again is ``syncserver.retry``.
+
+Both read at most ``max_body`` bytes of an answer (``http1.MAX_BODY``, 64 MiB,
+by default), as it arrives and once decoded, and as much of each event of a
+stream: a service, hostile or broken, cannot make an agent hold more.
 
 The lean client (``syncserver.http1``) by default: a checkout through the
 bridge makes as many requests to the merchant as a direct client does, and
@@ -52,6 +56,13 @@ class Answer(Protocol):
 
 class NoAnswer(Exception):
     """The service gave no usable answer (refused, reset, timed out, garbled)."""
+
+
+class TooLarge(NoAnswer):
+    """An answer longer than the client reads (``max_body``, before or after
+    decoding): refused as it arrived, its connection closed. It was sent and
+    answered (never "cannot connect"): a caller resends it only as it would any
+    request that reached the service."""
 
 
 class Unsendable(Exception):
@@ -103,10 +114,15 @@ class LeanClient:
         timeout: float,
         headers: Mapping[str, str] | None = None,
         connect_timeout: float | None = None,
+        max_body: int = http1.MAX_BODY,
     ) -> None:
         self.base_url = base_url
         self.http = http1.Client(
-            base_url, headers, timeout=timeout, connect_timeout=connect_timeout or timeout
+            base_url,
+            headers,
+            timeout=timeout,
+            connect_timeout=connect_timeout or timeout,
+            max_body=max_body,
         )
 
     async def request(
@@ -123,6 +139,8 @@ class LeanClient:
             return await self.http.request(
                 method, path, json_body=body, headers=headers, content=content, params=params
             )
+        except http1.TooLarge as exc:
+            raise TooLarge(str(exc)) from None
         except http1.TransportError as exc:
             raise NoAnswer(str(exc)) from None
         except http1.RequestError as exc:  # a header's CR or LF, a body not JSON
@@ -142,6 +160,8 @@ class LeanClient:
                 method, path, params=params, read_timeout=read_timeout
             ) as (response, chunks):
                 yield response, _lean_chunks(chunks)
+        except http1.TooLarge as exc:
+            raise TooLarge(str(exc)) from None
         except http1.TransportError as exc:
             raise NoAnswer(str(exc)) from None
 
@@ -160,9 +180,15 @@ class HttpxClient:
         transport: httpx.AsyncBaseTransport | None,
         headers: Mapping[str, str] | None = None,
         connect_timeout: float | None = None,
+        max_body: int = http1.MAX_BODY,
     ) -> None:
+        if max_body < 1:
+            raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
         self.base_url = base_url
         self.timeout = timeout
+        self.max_body = max_body
+        parts = urlsplit(base_url)  # for errors: never the credentials nor the query
+        self._origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
         self.http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=connect_timeout or timeout),
             transport=transport,
@@ -188,9 +214,11 @@ class HttpxClient:
             # trickling its answer would hold the caller for ever. As the lean
             # client's, the whole exchange has ``timeout`` seconds.
             async with asyncio.timeout(self.timeout):
-                return await self.http.request(
+                async with self.http.stream(
                     method, self.base_url + path, params=params, **sent
-                )
+                ) as answer:
+                    await self._read(answer, self._url(path))
+                return answer
         except TimeoutError:
             raise NoAnswer(f"no answer within {self.timeout}s") from None
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
@@ -200,10 +228,54 @@ class HttpxClient:
             raise NoAnswer(f"cannot connect to {where}: {_reason(exc)}") from None
         except httpx.LocalProtocolError as exc:  # a header httpx will not send
             raise Unsendable(str(exc)) from None
-        except httpx.TransportError as exc:  # timeouts included
+        except (httpx.TransportError, httpx.DecodingError) as exc:  # timeouts included
             raise NoAnswer(_reason(exc)) from None
         except (TypeError, ValueError) as exc:  # json.dumps
             raise Unsendable(str(exc)) from None
+
+    def _url(self, path: str) -> str:
+        return self._origin + urlsplit(self.base_url).path + path.partition("?")[0]
+
+    async def _read(self, answer: httpx.Response, url: str) -> None:
+        """Read ``answer``'s body, at most ``max_body`` bytes as it arrives and
+        once decoded (a :class:`TooLarge` past either): gzip and deflate are
+        inflated here no further than the bound, where httpx would inflate each
+        piece whole; any other coding (httpx asks for brotli or zstd when their
+        packages are installed) by httpx, counted piece by piece."""
+        limit = self.max_body
+        declared = answer.headers.get("content-length", "")
+        coding = answer.headers.get("content-encoding", "identity").strip().lower()
+        parts: list[bytes] = []
+        size = 0
+        try:
+            bodiless = answer.request.method == "HEAD" or answer.status_code in (204, 304)
+            if declared.isascii() and declared.isdigit() and int(declared) > limit and not bodiless:
+                raise http1.TooLarge(url, limit, f" (its Content-Length says {declared} bytes)")
+            if coding in ("identity", "gzip", "x-gzip", "deflate"):
+                async for chunk in answer.aiter_raw():
+                    size += len(chunk)
+                    if size > limit:
+                        raise http1.TooLarge(url, limit)
+                    parts.append(chunk)
+                body = b"".join(parts)
+                if coding != "identity" and body:
+                    body = http1.decoded(body, coding, limit, url)
+            else:
+                async for chunk in answer.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit or answer.num_bytes_downloaded > limit:
+                        raise http1.TooLarge(url, limit, f" once its {coding} is decoded")
+                    parts.append(chunk)
+                body = b"".join(parts)
+        except httpx.StreamConsumed:  # a transport's answer, in memory already (mocks)
+            body = answer.content
+            if len(body) > limit:
+                raise TooLarge(str(http1.TooLarge(url, limit))) from None
+        except http1.TooLarge as exc:
+            raise TooLarge(str(exc)) from None
+        except http1.ProtocolError as exc:  # a gzip body that does not inflate
+            raise NoAnswer(str(exc)) from None
+        answer._content = body  # as httpx's own read() keeps it: .content, .json()
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -221,7 +293,9 @@ class HttpxClient:
             ) as answer:
                 headers = {k.lower(): v for k, v in answer.headers.items()}
                 response = http1.Response(answer.status_code, answer.reason_phrase, headers)
-                yield response, _httpx_chunks(answer)
+                events = http1.is_event_stream(response)
+                bound = http1.Bound(self.max_body, self._url(path), events)
+                yield response, _httpx_chunks(answer, bound)
         except httpx.HTTPError as exc:
             raise NoAnswer(_reason(exc)) from None
 
@@ -238,14 +312,19 @@ async def _lean_chunks(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     try:
         async for chunk in chunks:
             yield chunk
+    except http1.TooLarge as exc:
+        raise TooLarge(str(exc)) from None
     except http1.TransportError as exc:
         raise NoAnswer(str(exc)) from None
 
 
-async def _httpx_chunks(answer: httpx.Response) -> AsyncIterator[bytes]:
+async def _httpx_chunks(answer: httpx.Response, bound: http1.Bound) -> AsyncIterator[bytes]:
     try:
         async for chunk in answer.aiter_raw():
+            bound.add(chunk)
             yield chunk
+    except http1.TooLarge as exc:
+        raise TooLarge(str(exc)) from None
     except httpx.HTTPError as exc:
         raise NoAnswer(_reason(exc)) from None
 
@@ -257,14 +336,16 @@ def open_client(
     *,
     headers: Mapping[str, str] | None = None,
     connect_timeout: float | None = None,
+    max_body: int = http1.MAX_BODY,
 ) -> Client:
     """The client for ``base_url``: the lean one unless a ``transport`` is given,
     the URL carries credentials (httpx sends them as Basic auth), or the
-    environment routes the service through a proxy."""
+    environment routes the service through a proxy. Either reads at most
+    ``max_body`` bytes of an answer (:class:`TooLarge` past it)."""
     parts = urlsplit(base_url)
     if transport is not None or parts.username or parts.password or _proxied(base_url):
-        return HttpxClient(base_url, timeout, transport, headers, connect_timeout)
-    return LeanClient(base_url, timeout, headers, connect_timeout)
+        return HttpxClient(base_url, timeout, transport, headers, connect_timeout, max_body)
+    return LeanClient(base_url, timeout, headers, connect_timeout, max_body)
 
 
 def _proxied(url: str) -> bool:

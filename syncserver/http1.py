@@ -13,6 +13,14 @@ chunked transfer coding, or by the connection's end. What does not parse is a
 :class:`ProtocolError` (the connection is dropped, never reused). Requests are
 written by hand too: a few header lines.
 
+What it reads is bounded, so that a hostile or broken service cannot exhaust
+the agent's memory: a response head of at most :data:`MAX_HEAD` bytes, a body
+of at most ``max_body`` (:data:`MAX_BODY` by default) both as it arrives and
+once decoded, and each event of a stream as much. Past a bound the answer is a
+:class:`TooLarge` naming the URL and the bound, at once: a ``Content-Length``
+or a chunk size over it is refused before its first byte, the rest is counted
+as it arrives, and a gzip body is inflated no further than the bound.
+
 Connections are kept alive and reused, one request at a time each; concurrent
 requests open more (up to ``max_connections``). A reused connection that turns
 out closed by the server before any byte of the answer (its keep-alive timeout,
@@ -32,63 +40,53 @@ import asyncio
 import contextlib
 import json
 import ssl
-import zlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-#: Longest response head (status line and headers) accepted.
-MAX_HEAD = 64 * 1024
+from syncserver._http1_wire import (
+    MAX_BODY,
+    MAX_HEAD,
+    Bound,
+    ProtocolError,
+    RequestError,
+    Response,
+    TooLarge,
+    TransportError,
+    chunked,
+    decoded,
+    digits,
+    header_lines,
+    is_event_stream,
+    parse_head,
+    size,
+)
+
+__all__ = [
+    "MAX_BODY",
+    "MAX_HEAD",
+    "Bound",
+    "Client",
+    "Connection",
+    "ProtocolError",
+    "RequestError",
+    "Response",
+    "TooLarge",
+    "TransportError",
+    "decoded",
+    "is_event_stream",
+    "size",
+]
+
 #: Idle connections kept for reuse.
 KEEP_IDLE = 8
-
-
-class TransportError(Exception):
-    """No usable answer: the connection was refused, reset, closed early, timed out."""
-
-
-class ProtocolError(TransportError):
-    """The answer is not HTTP/1.1 as this client reads it (garbled or truncated)."""
-
-
-class RequestError(ValueError):
-    """The request cannot go on the wire: a header with a line break in it, a
-    body that is not JSON. Nothing was sent."""
+#: Largest piece of a streamed body handed on at once (a chunk of a chunked
+#: body, a ``Content-Length`` body of a stream, are read in such pieces).
+_PIECE = 65536
 
 
 class _Stale(TransportError):
     """A reused connection was found closed before any byte of the answer."""
-
-
-class Response:
-    """A response head, and its body once read."""
-
-    __slots__ = ("body", "headers", "reason", "status")
-
-    def __init__(self, status: int, reason: str, headers: dict[str, str], body: bytes = b""):
-        self.status = status
-        self.reason = reason
-        self.headers = headers  # lower-cased names; repeated headers joined by ", "
-        self.body = body
-
-    @property
-    def status_code(self) -> int:
-        return self.status
-
-    @property
-    def reason_phrase(self) -> str:
-        return self.reason
-
-    @property
-    def content(self) -> bytes:
-        return self.body
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8", "replace")
-
-    def json(self) -> Any:
-        return json.loads(self.body)
 
 
 class Connection:
@@ -134,7 +132,7 @@ class Connection:
                 if self.reused:
                     raise _Stale(f"connection lost: {exc!r}") from None
                 raise TransportError(f"connection lost: {exc!r}") from None
-            response, keep = _parse_head(raw)
+            response, keep = parse_head(raw)
             if not 100 <= response.status < 200:
                 return response, keep
             self.reused = False  # an interim answer: the request got there, never resend it
@@ -143,34 +141,59 @@ class Connection:
                     return response, True
                 raise ProtocolError("the server switched protocols")
 
-    async def body(self, method: str, response: Response, keep: bool) -> tuple[bytes, bool]:
-        """Read the body the head announces; whether the connection stays usable."""
+    async def body(
+        self,
+        method: str,
+        response: Response,
+        keep: bool,
+        limit: int = MAX_BODY,
+        url: str = "the server",
+    ) -> tuple[bytes, bool]:
+        """Read the body the head announces, at most ``limit`` bytes (a
+        :class:`TooLarge` for ``url`` past it); whether the connection stays usable."""
         if method == "HEAD" or response.status in (204, 304):
             return b"", keep
         length = response.headers.get("content-length")
-        if length is not None and not _chunked(response):  # the usual case, read at once
-            if not _digits(length):
+        if length is not None and not chunked(response):  # the usual case, read at once
+            if not digits(length):
                 raise ProtocolError(f"bad Content-Length {length[:40]!r}")
+            if int(length) > limit:  # refused unread: not a byte of it is waited for
+                raise TooLarge(url, limit, f" (its Content-Length says {int(length)} bytes)")
             try:
                 return (await self.reader.readexactly(int(length)) if length != "0" else b""), keep
             except asyncio.IncompleteReadError:
                 raise ProtocolError("the server closed the connection in mid-response") from None
             except (ConnectionError, OSError) as exc:
                 raise TransportError(f"connection lost in mid-response: {exc!r}") from None
-        parts = [chunk async for chunk in self.chunks(response)]
-        framed = "content-length" in response.headers or _chunked(response)
+        parts = [chunk async for chunk in self.chunks(response, limit=limit, url=url)]
+        framed = "content-length" in response.headers or chunked(response)
         return b"".join(parts), keep and framed
 
     async def chunks(
-        self, response: Response, read_timeout: float | None = None
+        self,
+        response: Response,
+        read_timeout: float | None = None,
+        *,
+        limit: int | None = None,
+        url: str = "the server",
+        events: bool = False,
     ) -> AsyncIterator[bytes]:
-        """The body as it arrives, de-framed; with ``read_timeout``, a
-        :class:`TransportError` when nothing arrives for that long."""
+        """The body as it arrives, de-framed, in pieces of at most 64 KiB; with
+        ``read_timeout``, a :class:`TransportError` when nothing arrives for that
+        long. ``limit`` bounds the whole body, or with ``events`` each event of
+        an event stream (the bytes between two blank lines), not the stream: a
+        :class:`TooLarge` for ``url`` past it."""
         reader = self.reader
         loop = asyncio.get_running_loop()
+        whole = None if events else limit  # counted in _chunks: a size is refused unread
+        bound = Bound(limit, url, True) if events and limit is not None else None
         try:
             async with asyncio.timeout(None) as quiet:
-                async for chunk in self._chunks(response, reader, quiet, loop, read_timeout):
+                async for chunk in self._chunks(
+                    response, reader, quiet, loop, read_timeout, whole, url
+                ):
+                    if bound is not None:
+                        bound.add(chunk)
                     yield chunk
         except TimeoutError:
             raise TransportError(f"nothing received for {read_timeout}s") from None
@@ -182,11 +205,14 @@ class Connection:
         quiet: asyncio.Timeout,
         loop: asyncio.AbstractEventLoop,
         read_timeout: float | None,
+        limit: int | None,
+        url: str,
     ) -> AsyncIterator[bytes]:
         if read_timeout is not None:
             quiet.reschedule(loop.time() + read_timeout)
+        total = 0
         try:
-            if _chunked(response):
+            if chunked(response):
                 while True:
                     line = await reader.readuntil(b"\r\n")
                     try:
@@ -196,9 +222,18 @@ class Connection:
                     if size < 0:
                         raise ProtocolError(f"bad chunk size line {line[:40]!r}")
                     if size == 0:
-                        while await reader.readuntil(b"\r\n") != b"\r\n":
-                            pass  # trailers: none expected, ignored
+                        trailers = 0
+                        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+                            trailers += len(line)  # none expected, ignored, bounded
+                            if trailers > MAX_HEAD:
+                                raise ProtocolError(f"the trailers exceed {MAX_HEAD} bytes")
                         return
+                    total += size
+                    if limit is not None and total > limit:  # refused before it is read
+                        raise TooLarge(url, limit, f" (a chunk of {size} bytes takes it there)")
+                    while size > _PIECE:  # a long chunk in pieces: a stream holds little
+                        yield await reader.readexactly(_PIECE)
+                        size -= _PIECE
                     data = await reader.readexactly(size + 2)
                     if data[-2:] != b"\r\n":
                         raise ProtocolError("a chunk does not end where its size says")
@@ -207,12 +242,22 @@ class Connection:
                         quiet.reschedule(loop.time() + read_timeout)
             elif "content-length" in response.headers:
                 text = response.headers["content-length"]
-                if not _digits(text):
+                if not digits(text):
                     raise ProtocolError(f"bad Content-Length {text[:40]!r}")
-                if int(text):
-                    yield await reader.readexactly(int(text))
+                left = int(text)
+                if limit is not None and left > limit:
+                    raise TooLarge(url, limit, f" (its Content-Length says {left} bytes)")
+                while left:
+                    data = await reader.readexactly(min(left, _PIECE))
+                    left -= len(data)
+                    yield data
+                    if read_timeout is not None:
+                        quiet.reschedule(loop.time() + read_timeout)
             else:  # delimited by the end of the connection
-                while data := await reader.read(65536):
+                while data := await reader.read(_PIECE):
+                    total += len(data)
+                    if limit is not None and total > limit:
+                        raise TooLarge(url, limit)
                     yield data
                     if read_timeout is not None:
                         quiet.reschedule(loop.time() + read_timeout)
@@ -229,64 +274,13 @@ async def _nothing() -> AsyncIterator[bytes]:
     yield b""  # pragma: no cover - makes this an async generator
 
 
-def _chunked(response: Response) -> bool:
-    return "chunked" in response.headers.get("transfer-encoding", "").lower()
-
-
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
-
-
-def _digits(text: str) -> bool:
-    return text.isascii() and text.isdigit()  # not "²", which int() refuses
-
-
-def _header_lines(headers: Mapping[str, str]) -> str:
-    """Header lines, refusing what would break the request's framing (a CR or
-    LF would let a value smuggle headers, or a second request, onto the wire)."""
-    lines = []
-    for name, value in headers.items():
-        if not name or any(c in name for c in ":\r\n \t") or "\r" in value or "\n" in value:
-            raise RequestError(f"invalid header {name!r}: {value[:40]!r}")
-        lines.append(f"{name}: {value}\r\n")
-    return "".join(lines)
-
-
-def _decoded(body: bytes, coding: str) -> bytes:
-    """A body in the content coding the server chose although none was asked."""
-    if coding not in ("gzip", "x-gzip", "deflate"):
-        raise ProtocolError(f"a response in a content coding this client cannot read: {coding!r}")
-    try:
-        return zlib.decompress(body, 32 + zlib.MAX_WBITS)  # gzip or zlib, told by its header
-    except zlib.error as exc:
-        raise ProtocolError(f"the {coding} body does not decode: {exc}") from None
-
-
-def _parse_head(raw: bytes) -> tuple[Response, bool]:
-    try:
-        text = raw.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes any byte
-        raise ProtocolError("undecodable response head") from None
-    lines = text[:-4].split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code, _, reason = rest.partition(" ")
-    if version not in ("HTTP/1.1", "HTTP/1.0") or len(code) != 3 or not _digits(code):
-        raise ProtocolError(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip():
-            raise ProtocolError(f"bad header line {line[:80]!r}")
-        name = name.lower()
-        value = value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    connection = headers.get("connection", "").lower()
-    keep = "close" not in connection and (version == "HTTP/1.1" or "keep-alive" in connection)
-    return Response(int(code), reason, headers), keep
 
 
 class Client:
     """Requests to one origin (``base_url``, optionally with a path prefix),
-    each with the same extra ``headers``."""
+    each with the same extra ``headers``; answers of at most ``max_body`` bytes
+    (:data:`MAX_BODY`), events of a stream as much."""
 
     def __init__(
         self,
@@ -296,6 +290,7 @@ class Client:
         timeout: float = 30.0,
         connect_timeout: float = 10.0,
         max_connections: int = 100,
+        max_body: int = MAX_BODY,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -311,6 +306,10 @@ class Client:
         default_port = self.port == (443 if self.ssl else 80)
         host = f"[{self.host}]" if ":" in self.host else self.host
         authority = host if default_port else f"{host}:{self.port}"
+        self.origin = f"{parts.scheme}://{authority}"  # for errors: never the query
+        if max_body < 1:
+            raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
+        self.max_body = max_body
         fixed = {
             "Host": authority,
             "Accept": "*/*",
@@ -318,12 +317,15 @@ class Client:
             "User-Agent": "strabo",
         }
         fixed.update(headers or {})
-        self._fixed = _header_lines(fixed)
+        self._fixed = header_lines(fixed)
         self._fixed_by_name = {name.lower(): (name, value) for name, value in fixed.items()}
         self._idle: list[Connection] = []
         self.max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
+
+    def _url(self, target: str) -> str:
+        return self.origin + target.partition("?")[0]
 
     def _target(self, path: str, params: Mapping[str, Any] | None) -> str:
         target = self.prefix + path
@@ -396,8 +398,9 @@ class Client:
         if headers:
             merged = dict(self._fixed_by_name)
             merged.update((name.lower(), (name, value)) for name, value in headers.items())
-            lines = _header_lines(dict(merged.values()))
-        data = self._request(method, self._target(path, params), payload, lines)
+            lines = header_lines(dict(merged.values()))
+        target = self._target(path, params)
+        data = self._request(method, target, payload, lines)
         placed = sent = False
         try:
             # The wait for one of the client's places is part of the time allowed:
@@ -408,7 +411,9 @@ class Client:
                     connection = await self._take()
                     sent = True
                     try:
-                        response, keep = await self._exchange(connection, method, data)
+                        response, keep = await self._exchange(
+                            connection, method, data, self._url(target)
+                        )
                     except _Stale:
                         connection.close()
                         continue  # a fresh connection next: _take opens one
@@ -435,15 +440,15 @@ class Client:
             raise TransportError(f"no answer within {self.timeout}s") from None
 
     async def _exchange(
-        self, connection: Connection, method: str, data: bytes
+        self, connection: Connection, method: str, data: bytes, url: str
     ) -> tuple[Response, bool]:
         await connection.send(data)
         response, keep = await connection.head()
         connection.reused = False  # answered: a failure from here on is not stale
-        response.body, keep = await connection.body(method, response, keep)
+        response.body, keep = await connection.body(method, response, keep, self.max_body, url)
         coding = response.headers.get("content-encoding", "identity").lower()
         if coding != "identity" and response.body:  # an empty body is empty in any coding
-            response.body = _decoded(response.body, coding)
+            response.body = decoded(response.body, coding, self.max_body, url)
         return response, keep
 
     @contextlib.asynccontextmanager
@@ -458,14 +463,21 @@ class Client:
         """A response whose body is read as it arrives, on a connection of its
         own, closed afterwards. Opening it is bounded by the client's timeout;
         reading it is not (a live stream may stay quiet)."""
-        head = self._request(method, self._target(path, params), None)
-        connection, response = await self._open_with(head, switch=False)
+        target = self._target(path, params)
+        url = self._url(target)
+        head = self._request(method, target, None)
+        connection, response = await self._open_with(head, False, url)
+        events = is_event_stream(response)
         try:
-            yield response, connection.chunks(response, read_timeout)
+            yield response, connection.chunks(
+                response, read_timeout, limit=self.max_body, url=url, events=events
+            )
         finally:
             connection.close()
 
-    async def _open_with(self, head: bytes, switch: bool) -> tuple[Connection, Response]:
+    async def _open_with(
+        self, head: bytes, switch: bool, url: str
+    ) -> tuple[Connection, Response]:
         """A connection of its own, ``head`` sent on it and the answer's head read
         (and its body too, unless a ``101`` when ``switch``), within the timeout."""
         connection = await self._open()
@@ -474,7 +486,9 @@ class Client:
                 await connection.send(head)
                 response, keep = await connection.head(switch=switch)
                 if switch and response.status != 101:
-                    response.body, _ = await connection.body("GET", response, keep)
+                    response.body, _ = await connection.body(
+                        "GET", response, keep, self.max_body, url
+                    )
         except TimeoutError:
             connection.close()
             raise TransportError(f"no answer within {self.timeout}s") from None
@@ -496,12 +510,17 @@ class Client:
         connection of its own. On ``101`` yields the response, the connection
         (to write to) and the bytes that arrive on it; otherwise the response
         with its body read, ``None`` and nothing to read."""
-        head = self._request("GET", self._target(path, params), None)
+        target = self._target(path, params)
+        url = self._url(target)
+        head = self._request("GET", target, None)
         head = head[:-2] + f"Connection: Upgrade\r\nUpgrade: {protocol}\r\n\r\n".encode()
-        connection, response = await self._open_with(head, switch=True)
+        connection, response = await self._open_with(head, True, url)
         try:
-            if response.status == 101:
-                yield response, connection, connection.chunks(response, read_timeout)
+            if response.status == 101:  # an event stream (the SyncServer's channel)
+                chunks = connection.chunks(
+                    response, read_timeout, limit=self.max_body, url=url, events=True
+                )
+                yield response, connection, chunks
             else:
                 yield response, None, _nothing()
         finally:
