@@ -44,6 +44,11 @@ DEFAULT_MAX_BODY = Limits.max_body
 HEARTBEAT_SECONDS = 15.0
 #: Longest query parameter value read (an enactment key, a number).
 MAX_PARAM = 2000
+#: A page of the log ends once its batches pass about this many bytes (it holds
+#: one at least): the page is built whole here and read whole by the client,
+#: which reads at most 64 MiB of an answer (``syncserver.http1.MAX_BODY``),
+#: however large the batches a window of attempts makes.
+LOG_PAGE_BYTES = 8 * 1024 * 1024
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -246,7 +251,14 @@ async def read_log(request: Request) -> Response:
     after = _int(request.query_params.get("after"), 0)
     limit = min(_int(request.query_params.get("limit"), 500), 5000)
     batches = await ledger.read(after, limit)
-    return _json({"events": [b.to_json() for b in batches], "last_seq": ledger.committed_seq})
+    events: list[dict[str, Any]] = []
+    size = 0
+    for batch in batches:
+        size += batch.frame_size()
+        if events and size > LOG_PAGE_BYTES:
+            break  # the client asks again after the last one it got
+        events.append(batch.to_json())
+    return _json({"events": events, "last_seq": ledger.committed_seq})
 
 
 async def enactments(request: Request) -> Response:

@@ -412,3 +412,31 @@ async def test_an_enactment_read_again_shows_what_committed_since(api) -> None:
     assert [i["action"] for i in after["instances"]] == ["Create", "Created"]
     assert after["enabled"]["Business"] == []
     assert "Complete" in [e["action"] for e in after["enabled"]["Platform"]]
+
+
+async def test_a_log_page_ends_once_its_batches_pass_its_bytes(
+    api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Built whole and read whole, a page is bounded in bytes as well as in
+    # batches; one batch larger than the bound still comes, alone.
+    from syncserver import app as app_module
+
+    _, platform, business = api
+    for i in range(3):
+        bulky = {**CREATE, "payment_pref": {"memo": "X" * 60_000}}
+        answer = await platform.post(
+            f"{BASE}/attempts", json=body(("Create", {"cid": f"big{i}", **bulky})))
+        assert answer.status_code == 200, answer.text
+    monkeypatch.setattr(app_module, "LOG_PAGE_BYTES", 100_000)
+    seqs: list[list[int]] = []
+    after = 0
+    while True:
+        page = (await business.get(f"{BASE}/log", params={"after": after, "limit": 50})).json()
+        if not page["events"]:
+            break
+        seqs.append([e["seq"] for e in page["events"]])
+        after = seqs[-1][-1]
+    assert seqs == [[1], [2], [3]] and page["last_seq"] == 3
+    monkeypatch.setattr(app_module, "LOG_PAGE_BYTES", 50_000)  # under one batch
+    page = (await business.get(f"{BASE}/log", params={"after": 0, "limit": 50})).json()
+    assert [e["seq"] for e in page["events"]] == [1]
