@@ -63,7 +63,7 @@ from strabo.proxy.policy import (
     retry_after,
 )
 from strabo.proxy.routes import Route, failure_data, parse_route
-from syncserver.client import Client, NoAnswer, Unsendable, open_client
+from syncserver.client import Client, NoAnswer, TooLarge, Unsendable, open_client
 from syncserver.retry import RETRY_STATUS
 
 log = logging.getLogger("strabo.proxy")
@@ -306,9 +306,12 @@ class ProxyAdapter(PeachAdapter):
             try:
                 response = await client.request(route.method, path, body, headers)
             except Unsendable as exc:
-                raise ProxyRequestError(
-                    f"{route.method} {url}: cannot send the request: {exc}", route=route.name
-                ) from None
+                raise ProxyRequestError(f"{route.method} {url}: cannot send the request: {exc}",
+                                        route=route.name) from None
+            except TooLarge as exc:  # an answer came, longer than is read: no retry reads it
+                self._notify(route, path, None, started, attempt, str(exc))
+                misfit = ProxyAnswerError(f"{route.method} {url}: {exc}", route=route.name)
+                raise settled(misfit, attempt, first, None) from None
             except NoAnswer as exc:  # timeouts included
                 reason = str(exc)
                 self._notify(route, path, None, started, attempt, reason)
@@ -326,9 +329,8 @@ class ProxyAdapter(PeachAdapter):
             delay, stop = policy.next_delay(attempt, time.monotonic() - first, wait)
             if stop is not None:
                 raise settled(error, attempt, first, stop)
-            log.info(
-                "%s: retrying %s %s in %.2fs (%s)", self.name, route.method, path, delay, error
-            )
+            log.info("%s: retrying %s %s in %.2fs (%s)",
+                     self.name, route.method, path, delay, error)
             await asyncio.sleep(delay)  # retry back-off, not a race fix
 
     async def _http(self, route: Route) -> Client:

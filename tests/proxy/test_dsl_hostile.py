@@ -522,3 +522,33 @@ async def test_reply_and_fail_say_what_they_take() -> None:
     trigger = ActionInstance(TYPED.action("Create"), {})
     with pytest.raises(TypeError, match="takes a ProxyError"):
         await proxy.fail(route, trigger, ValueError("no"))  # type: ignore[arg-type]
+
+
+async def test_an_answer_longer_than_is_read_is_an_answer_error_not_retried() -> None:
+    # A service that says it sends 1 GB: the client refuses it from its head,
+    # and the proxy settles it as an answer it cannot read, not as no answer
+    # (retried, it would come again as long).
+    heads = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal heads
+        await reader.readuntil(b"\r\n\r\n")
+        heads += 1
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000000000\r\n\r\n{")
+        await writer.drain()
+        await reader.read()  # until the client goes away
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        mas = MAS(SIMPLE, f"http://127.0.0.1:{port}", retries=3, backoff=0.01)
+        mas.proxy.route("Put", "PUT-/c")
+        async with mas.server, mas.proxy:
+            with pytest.raises(ProxyAnswerError, match="exceeds 64 MiB"):
+                await asyncio.wait_for(mas.proxy.request("Put", {}, idempotency_key="k"), 10)
+        assert heads == 1
+    finally:
+        server.close()
+        await server.wait_closed()
