@@ -271,15 +271,17 @@ def upward_chain(n: int) -> str:
 
 
 def test_checking_a_chain_written_upwards_is_linear() -> None:
+    # The CPU this process spent, not the time: on a loaded machine (the suite
+    # runs in 4 workers beside other work) wall time stretched the ratio to 52x.
     def seconds(n: int) -> float:
         text = upward_chain(n)
-        start = time.perf_counter()
+        start = time.process_time()
         LangshawProtocol.parse(text)
-        return time.perf_counter() - start
+        return time.process_time() - start
 
     seconds(200)  # warm up the parser
     small, large = min(seconds(250) for _ in range(3)), min(seconds(4000) for _ in range(2))
-    assert large < small * 16 * 3, (small, large)  # 16x the size: it was ~115x
+    assert large < small * 16 * 3, (small, large)  # 16x the size: ~21x; it was ~115x
 
 
 def test_a_ref_inside_a_schema_file_to_a_device_or_a_huge_file_is_refused_unread(
