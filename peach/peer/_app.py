@@ -11,13 +11,15 @@ ends in one process): most of what made a peer round trip slower than one
 through a SyncServer (docs/performance.md, "Peer to peer"). The two routes need
 little of HTTP/1.1, and that little is here:
 
-* a request line and headers (at most :data:`MAX_HEAD` bytes, else ``431``),
-  then a body framed by ``Content-Length`` (at most :data:`MAX_BODY`, refused
-  with ``413`` before it is read); a chunked body is answered ``411`` (the
-  peers' client always sends a length), ``Expect: 100-continue`` gets its
-  ``100``;
+* a request line and headers (at most :data:`MAX_HEAD` bytes, else ``431``;
+  a control character in them, a bare CR or LF, is ``400``, as is an HTTP/1.1
+  request without one ``Host``), then a body framed by ``Content-Length`` (at
+  most :data:`MAX_BODY`, refused with ``413`` before it is read); a chunked
+  body is answered ``411`` (the peers' client always sends a length),
+  ``Expect: 100-continue`` gets its ``100``;
 * keep-alive (HTTP/1.1, unless ``Connection: close``), requests answered one at
-  a time and in order (what a client pipelines waits, unread, meanwhile);
+  a time and in order (what a client pipelines waits, unread, meanwhile); a
+  client that shuts its side down gets the answers to what it sent whole;
 * the answer as JSON, with ``Content-Length``, in one write.
 
 Bounded in time as well, since nothing in front of it does it: a request must
@@ -25,7 +27,8 @@ be complete ``timeout`` seconds after its first byte (``408``), a connection
 idle for as long is closed, and one whose client stops reading its answers
 stops being read (the transport's write buffer, above its high-water mark,
 pauses reading until it drains), as does one that sends more than a head's
-worth ahead of its answers.
+worth ahead of its answers; answers still unread a timeout later (the
+connection idle or closing) and the connection is dropped.
 What does not parse is ``400`` and the connection closed: it cannot be known
 where the next request would begin.
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import socket
 from typing import Any
 
@@ -44,6 +48,10 @@ log = logging.getLogger("strabo.peach.peer")
 
 MAX_HEAD = 16 * 1024
 ROUTES = frozenset({"messages", "flush"})
+#: A control character (HTAB aside) in a head whose CRLFs are taken out: a NUL,
+#: or a CR or LF on its own, which another reader may take for a line's end (a
+#: header that one reader sees and another does not: a request hidden in a body).
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 _PHRASES = {
     100: "Continue",
@@ -102,6 +110,8 @@ class _Request:
 
 def parse_head(raw: bytes) -> _Request:
     """The request line and headers (without the blank line that ends them)."""
+    if _CONTROL.search(raw.replace(b"\r\n", b"")) is not None:
+        raise BadRequest(400, "bad-request", "a control character in the request's head")
     lines = raw.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0"):
@@ -120,7 +130,8 @@ def parse_head(raw: bytes) -> _Request:
     declared = headers.get("content-length", "0")
     if not (declared.isascii() and declared.isdigit()):
         raise BadRequest(400, "bad-request", f"bad Content-Length {declared[:40]!r}")
-    length = int(declared)
+    digits = declared.lstrip("0") or "0"  # int() of over 4300 digits is a ValueError
+    length = int(digits) if len(digits) <= len(str(MAX_BODY)) else MAX_BODY + 1
     if length > MAX_BODY:
         raise BadRequest(413, "too-large", f"the body exceeds {MAX_BODY} bytes")
     path = target.partition("?")[0]
@@ -129,6 +140,9 @@ def parse_head(raw: bytes) -> _Request:
         raise BadRequest(404, "not-found", f"no such request: {path[:80]!r}")
     if method != "POST":
         raise BadRequest(405, "method-not-allowed", f"{path} takes POST, not {method[:20]}")
+    host = headers.get("host")
+    if (host is None and version == "HTTP/1.1") or (host is not None and "," in host):
+        raise BadRequest(400, "bad-request", "an HTTP/1.1 request takes one Host")
     connection = headers.get("connection", "").lower()
     keep = version == "HTTP/1.1" and "close" not in connection
     return _Request(kind, headers, length, keep)
@@ -201,6 +215,7 @@ class _Connection(asyncio.Protocol):
         self.closing = False  # answer what is in hand, then close
         self.paused = False  # reading, by this protocol (the client sent too much ahead)
         self.writable = True  # the transport's write buffer is below its high-water mark
+        self.ended = False  # the client shut its side down: nothing more will come
 
     # asyncio's callbacks ---------------------------------------------------------
 
@@ -221,9 +236,19 @@ class _Connection(asyncio.Protocol):
         self.buffer += data
         self._next()
 
+    def eof_received(self) -> bool:
+        """The client has sent all it will (a half-close, ``shutdown(SHUT_WR)``):
+        what it sent whole is still answered, then the connection closes. (Not
+        kept open, asyncio closed the connection at once: no answer at all.)"""
+        self.ended = True
+        if self.task is None:
+            self.shut()  # nothing whole is waiting (a part of a request never ends)
+        return True
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         self.closing = True
+        self.transport = None
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -235,7 +260,7 @@ class _Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writable = True
         if self.task is None:
-            self._resume()
+            self._go_on()
 
     # Requests --------------------------------------------------------------------
 
@@ -282,10 +307,22 @@ class _Connection(asyncio.Protocol):
             self.shut()
             return
         self._expect()  # the next request, or the connection idle
-        if self.writable:
-            self._resume()
+        self._go_on()
+
+    def _go_on(self) -> None:
+        """After an answer, or once the client reads its answers again: the next
+        request sent ahead, if whole, and reading on, unless a head's worth is
+        held ahead still. (Reading resumed after every answer, a read of up to
+        256 KiB ahead of each: a client pipelining megabytes had them all read,
+        and all their answers buffered, however little it read of them.)"""
+        if not self.writable or self.closing:
+            return  # resume_writing goes on
         if self.buffer:
             self._next()
+        if self.task is None and self.ended:
+            self.shut()
+        elif self.task is None or len(self.buffer) <= MAX_HEAD:
+            self._resume()
 
     def _fail(self, exc: BadRequest) -> None:
         log.info("refused a request on the peer endpoint: %s %s", exc.status, exc)
@@ -302,7 +339,7 @@ class _Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _resume(self) -> None:
-        if self.paused and self.transport is not None and not self.closing:
+        if self.paused and self.transport is not None and not (self.closing or self.ended):
             self.paused = False
             self.transport.resume_reading()
 
@@ -312,15 +349,19 @@ class _Connection(asyncio.Protocol):
         """Something must happen within the timeout: the request begun must be
         whole, or an idle connection must begin one."""
         self.deadline = self.loop.time() + self.server.timeout
-        if self.timer is None and not self.closing:
+        if self.timer is None and self.transport is not None:
             self.timer = self.loop.call_at(self.deadline, self._expired)
 
     def _expired(self) -> None:
         self.timer = None
-        if self.closing or self.task is not None:
-            return  # busy: the answer sets the next deadline
+        if self.transport is None or self.task is not None:
+            return  # gone, or busy: the answer sets the next deadline
         if self.loop.time() < self.deadline:  # moved since: sleep on until it
             self.timer = self.loop.call_at(self.deadline, self._expired)
+        elif self.closing or not self.writable:
+            # Answers not read for the timeout (a closing transport waited for
+            # ever to write them out): the client is dropped.
+            self.transport.abort()
         elif self.buffer or self.request is not None:
             self._fail(
                 BadRequest(
@@ -329,14 +370,16 @@ class _Connection(asyncio.Protocol):
                     f"the request was not complete within {self.server.timeout} s",
                 )
             )
-        elif self.transport is not None:
-            self.transport.close()  # idle for too long
+        else:
+            self.shut()  # idle for too long
 
     def shut(self) -> None:
-        """Close once the answer in hand (if any) is written."""
+        """Close once the answer in hand (if any) is written, and read, within
+        the timeout (else the connection is dropped)."""
         self.closing = True
         if self.task is None and self.transport is not None:
             self.transport.close()
+            self._expect()
 
     def drop(self) -> None:
         if self.transport is not None:
