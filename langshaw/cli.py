@@ -217,13 +217,14 @@ def _run(args: argparse.Namespace, tally: _Tally) -> int:
 
             reports, found = _verify_cli.check(name, text, protocol, args)
             document["reports"] = [r.to_json() for r in reports]
+            failed = any(d.severity == "error" for d, _ in found)
+            tally.failed += failed  # before its summary: a stdout closed there still says 1
             if not args.quiet and not as_json:
                 for report in reports:
                     print(_verify_cli.summary(report))
             for diagnostic, trace in found:
                 _emit(document, diagnostic, as_json, _verify_cli.trace_lines(trace))
-            if any(d.severity == "error" for d, _ in found):
-                tally.failed += 1
+            if failed:
                 document["valid"] = False
         if getattr(args, "diagram", None):
             problem = _write_diagrams(args, protocol, reports, document)

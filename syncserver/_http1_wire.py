@@ -159,7 +159,15 @@ def decoded(body: bytes, coding: str, limit: int = MAX_BODY, url: str = "the ser
     try:
         data = inflater.decompress(body, limit + 1)  # one byte past the bound, no more
     except zlib.error as exc:
-        raise ProtocolError(f"the {coding} body does not decode: {exc}") from None
+        if coding != "deflate":
+            raise ProtocolError(f"the {coding} body does not decode: {exc}") from None
+        # Bare deflate data without zlib's header, as servers have long sent
+        # under "deflate" (httpx reads it so too).
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(body, limit + 1)
+        except zlib.error:
+            raise ProtocolError(f"the {coding} body does not decode: {exc}") from None
     if len(data) > limit:
         raise TooLarge(url, limit, f" once its {coding} is decoded ({len(body)} bytes before)")
     if not inflater.eof:

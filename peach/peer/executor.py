@@ -519,15 +519,22 @@ class PeerExecutor(Executor):
         those started meanwhile, which may carry what was owed (no more: a wait
         of a request or two, not for as long as this agent sends)."""
         rounds = self._in_flight.get(peer)
-        if rounds is None or peer not in self._senders:  # not a peer, or stopped
+        if rounds is None or not self._sends_to(peer):  # not a peer, or stopped
             return len(self._outbox.get(peer, ()))
         if rounds:
             await asyncio.wait(set(rounds))  # (which a cancelled wait does not cancel)
-        if peer in self._senders:
+        if self._sends_to(peer):
             self._start_round(peer)
         if rounds:
             await asyncio.wait(set(rounds))
         return len(self._outbox.get(peer, ()))
+
+    def _sends_to(self, peer: str) -> bool:
+        """Whether the loop sending to ``peer`` runs, neither stopped nor stopping:
+        a request started once it was cancelled (its rounds being cancelled, or
+        stop() waiting for the other loops) would outlive stop()."""
+        sender = self._senders.get(peer)
+        return sender is not None and not sender.done() and not sender.cancelling()
 
     def _acknowledged(self, protocol: str, seq: int, peer: str, stored: bool = False) -> None:
         if not stored:
