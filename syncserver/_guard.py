@@ -65,6 +65,7 @@ class GuardedProtocol(H11Protocol):
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._switched = False  # the connection now belongs to a channel
         self._partial = False  # bytes of a request head have arrived
+        self._must_close = False  # the request's framing is ambiguous: close after it
         self._refuse = len(self.connections) > self.limits.max_connections
         # The fast lane (syncserver/_fastlane.py), unless the app turned it off
         # or uvicorn is set to do what it does not (a root path, a concurrency cap).
@@ -123,6 +124,11 @@ class GuardedProtocol(H11Protocol):
     def _should_upgrade(self) -> bool:
         # Called for every request, its scope just made: the app's event streams
         # look at the transport before each write (syncserver/_stream.py).
+        names = [name for name, _ in self.headers]
+        if b"transfer-encoding" in names and b"content-length" in names:
+            # h11 reads the chunks; a front end may read the length: where the
+            # next request begins is in doubt. RFC 9112 6.1: answer, then close.
+            self._must_close = True
         extensions: dict[str, Any] = dict(self.scope.get("extensions") or {})
         extensions[CLOSING] = self.transport.is_closing
         extensions[HANDOVER] = self._hand_over
@@ -200,6 +206,8 @@ class GuardedProtocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         self.transport.flush()  # type: ignore[attr-defined]
+        if self._must_close:  # nothing after it is read as a request
+            self.transport.close()
         super().on_response_complete()
         if self.transport.is_closing():
             return

@@ -155,12 +155,6 @@ async def test_an_attempt_then_a_half_close_is_answered(lane: bool) -> None:
     assert statuses(got) == [200], got
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="h11 reads the chunked body and keeps the connection open; RFC 9112 6.1: "
-    "a server MUST close the connection after answering a request with both "
-    "Transfer-Encoding and Content-Length (the fix belongs in syncserver/_guard.py)",
-)
 async def test_a_request_with_a_length_and_chunked_closes_the_connection() -> None:
     """The length covers an empty chunked body and a request after it: a front
     end that reads the length sees one request; h11 (the lane leaves it such
