@@ -40,6 +40,13 @@ from syncserver.retry import RETRY_STATUS
 
 log = logging.getLogger("strabo.peach")
 
+#: What this client reads of one answer or event from its SyncServer: more
+#: than a third-party service gets (64 MiB), since one batch of a batched
+#: window holds every attempt of the window (each up to the server's
+#: ``max_body``, 1 MiB by default), and a batch no agent could read would stop
+#: every agent's feed at it.
+SERVER_ANSWERS = 1024 * 1024 * 1024
+
 
 
 def parse_batch(protocol: LangshawProtocol, data: Mapping[str, Any]) -> Batch:
@@ -115,7 +122,8 @@ class SyncExecutor(Executor):
     async def _connect(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"}
         client = open_client(
-            self.url, self.timeout, self._transport, headers=headers, connect_timeout=10.0
+            self.url, self.timeout, self._transport, headers=headers, connect_timeout=10.0,
+            max_body=SERVER_ANSWERS,
         )
         self._client = client
         try:

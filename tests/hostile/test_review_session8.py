@@ -199,3 +199,40 @@ def _unreleased() -> str:
 )
 def test_the_changelog_says_what_the_answer_bound_changed(said: str) -> None:
     assert said in _unreleased()
+
+
+# A SyncExecutor reads its own SyncServer with a bound of its own ---------------------------
+
+
+@pytest.mark.parametrize("bound", [None, 20_000])
+async def test_a_sync_executor_reads_its_server_with_its_own_bound(
+    bound: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One batch of a batched window holds every attempt of it, so a SyncServer's
+    answers may pass the 64 MiB a third-party service gets: the SyncExecutor
+    opens its client with ``peach.http.SERVER_ANSWERS``. Lowered under the size
+    of one batch, an agent catching up from the log fails on it (so the bound is
+    the one applied); as it is, the same agent reads it."""
+    from peach import PeachAdapter
+    from peach import http as peach_http
+    from peach.errors import ExecutorError
+    from tests.conftest import load
+    from tests.harness import Harness
+
+    simple = load("atomic-ucp.lsh")
+    agents = {"platform": ["Platform"], "business": ["Business"]}
+    bulky = {"line_items": [], "currency": "USD", "payment_pref": {"memo": "x" * 60_000}}
+    async with Harness("http", [simple], agents) as h:
+        platform = PeachAdapter("platform", simple, "Platform", h.executor("platform"))
+        async with platform:
+            await platform.attempt([platform.build_action("Create", bulky)])
+        if bound is not None:
+            monkeypatch.setattr(peach_http, "SERVER_ANSWERS", bound)
+        business = PeachAdapter("business", simple, "Business", h.executor("business"))
+        if bound is None:
+            async with business:
+                assert len(business.enactments()) == 1
+        else:
+            with pytest.raises(ExecutorError, match="exceeds 20000 bytes"):
+                async with business:
+                    pass
