@@ -151,12 +151,22 @@ def parse_head(raw: bytes) -> _Request:
 class PeerServer:
     """Serves one agent's endpoint until :meth:`close`. ``timeout``: seconds a
     request may take to arrive from its first byte, and a connection may stay
-    idle between requests."""
+    idle between requests. At most ``max_connections`` are open at once: one
+    more is answered ``503 overloaded`` and closed (a peer keeps a few: its
+    requests under way to this agent, and its catch-ups)."""
 
-    def __init__(self, endpoint: Endpoint, *, timeout: float = 10.0, grace: float = 5.0) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        timeout: float = 10.0,
+        grace: float = 5.0,
+        max_connections: int = 1024,
+    ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
         self.grace = grace
+        self.max_connections = max_connections
         self.connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
 
@@ -222,6 +232,13 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        if len(self.server.connections) >= self.server.max_connections:
+            self.closing = self.ended = True  # nothing of it is read
+            transport.write(response(503, _error(
+                "overloaded", f"this agent holds its maximum of "
+                f"{self.server.max_connections} connections; retry later"), close=True))
+            transport.close()
+            return
         self.server.connections.add(self)
         self._expect()
 

@@ -315,3 +315,31 @@ async def test_closed_connections_are_not_read_again(
     got = await asyncio.wait_for(reader.read(), WAIT)
     writer.close()
     assert statuses(got) == [405] and recorder.calls == []
+
+
+async def test_connections_past_the_cap_are_told_and_closed() -> None:
+    # Each open connection costs a protocol, a buffer and a timer: a client
+    # opening them by the thousand is bounded, as the SyncServer bounds its own.
+    recorder = Recorder()
+    server = PeerServer(recorder, timeout=5.0, grace=1.0, max_connections=3)
+    url = await server.start("127.0.0.1", None)
+    held = []
+    try:
+        for _ in range(3):  # each answered once: accepted, and kept open
+            reader, writer = await connect(url)
+            writer.write(request())
+            assert (await answer(reader))[0] == 200
+            held.append((reader, writer))
+        refused = await to_the_end(url, b"")
+        assert statuses(refused) == [503] and b'"overloaded"' in refused, refused
+        assert b"maximum of 3 connections" in refused
+        reader, writer = held.pop()  # one ends (the server closes it after this)
+        writer.write(request(extra="Connection: close\r\n"))
+        assert statuses(await asyncio.wait_for(reader.read(), WAIT)) == [200]
+        writer.close()
+        again = await to_the_end(url, request(extra="Connection: close\r\n"))
+        assert statuses(again) == [200], again
+    finally:
+        for _, writer in held:
+            writer.close()
+        await server.close()
