@@ -253,6 +253,15 @@ class Lane:
             return "drain"
         return ""
 
+    def answering(self) -> bool:
+        """Whether the lane still owes an answer to a request the client sent
+        whole: one being finalized (BUSY), or requests sent ahead that wait for
+        the answer before them to be written or read (bytes held in IDLE or
+        WAIT; a part of a request among them is found out when it is taken up).
+        The guard keeps a half-closed connection open for these only."""
+        state = self.state
+        return state == BUSY or (state in (IDLE, WAIT) and bool(self.buffer))
+
     def shutdown(self) -> bool:
         """The server shuts down: True if the lane closes the connection itself,
         after the answer it owes."""

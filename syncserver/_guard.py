@@ -17,6 +17,16 @@ Each ends in a JSON error body, like every other error of the API, and the
 connection is closed. Timers cost nothing per byte: they are armed and disarmed
 on state changes only.
 
+A client that shuts its side down after its requests (``shutdown(SHUT_WR)``,
+``nc -N``, a script) still gets their answers: uvicorn's ``eof_received``
+returns None, so asyncio closed the connection at the client's end of input and
+an answer a batch window away was lost (uvicorn issue 1264). Here what the
+client sent whole is answered, in order, and the connection closes after the
+last answer; a part of a request, or nothing at all, is closed at once. The
+timers above still bound what is left (an answer the client does not read). A
+connection handed over (an event stream, a channel) follows its new protocol's
+rule for the end of input, whether the end came before the hand-over or after.
+
 It also carries the fast lane (syncserver/_fastlane.py): ``POST .../attempts``
 read and answered here, without uvicorn's request cycle or the ASGI app around
 the endpoint, unless the app says not to (``create_app(fast_lane=False)``,
@@ -48,6 +58,9 @@ from syncserver.limits import Limits
 log = logging.getLogger("strabo.syncserver")
 
 _PHRASES = {408: "Request Timeout", 503: "Service Unavailable"}
+# h11's states of a client whose request is read to its end (an upgrade's too;
+# h11 defines MIGHT_SWITCH_PROTOCOL at its top level, but leaves it out of __all__).
+_WHOLE = (h11.DONE, h11.MUST_CLOSE, h11.MIGHT_SWITCH_PROTOCOL)  # type: ignore[attr-defined]
 
 # The uvicorn minor versions this protocol is tested with (and pinned to).
 TESTED_UVICORN = ("0.54",)
@@ -66,6 +79,7 @@ class GuardedProtocol(H11Protocol):
         self._switched = False  # the connection now belongs to a channel
         self._partial = False  # bytes of a request head have arrived
         self._must_close = False  # the request's framing is ambiguous: close after it
+        self._ended = False  # the client shut its side down: answer, then close
         self._refuse = len(self.connections) > self.limits.max_connections
         # The fast lane (syncserver/_fastlane.py), unless the app turned it off
         # or uvicorn is set to do what it does not (a root path, a concurrency cap).
@@ -110,6 +124,7 @@ class GuardedProtocol(H11Protocol):
         self.timeout_keep_alive_task = self.loop.call_later(
             self.timeout_keep_alive, self.timeout_keep_alive_handler
         )
+        self._close_if_ended()
 
     def track(self) -> None:
         self._track()
@@ -168,9 +183,16 @@ class GuardedProtocol(H11Protocol):
         self.transport.flush()  # type: ignore[attr-defined]
         self._raw.set_protocol(channel)
         channel.connection_made(self._raw)
-        self._raw.resume_reading()
+        # After the client's end there is nothing to read (and resumed, asyncio
+        # would report the end again).
+        if not self._ended:
+            self._raw.resume_reading()
         if early:
             channel.data_received(bytes(early))
+        if self._ended and not channel.eof_received():
+            # The client ended before the hand-over: the new protocol hears it
+            # as if it had come after (a stream ends, a channel answers and closes).
+            self._raw.close()
         return True
 
     def _owed(self) -> str:
@@ -203,6 +225,46 @@ class GuardedProtocol(H11Protocol):
             self._partial = False
             self._disarm("head")
             self._disarm("body")
+        self._close_if_ended()
+
+    # The client's end of input ---------------------------------------------------------
+
+    def eof_received(self) -> bool:  # type: ignore[override]
+        """The client has sent all it will (a half-close). uvicorn returns None
+        here, and asyncio then closes the connection: an answer still being
+        made was lost. True keeps the transport open for writing; the
+        connection closes once nothing the client sent whole is left to answer
+        (at once if nothing is). asyncio may report the end again (reading
+        resumed after it): this is idempotent."""
+        self._ended = True
+        self._close_if_ended()
+        return True
+
+    def _answering(self) -> bool:
+        """Whether a request the client sent whole is being answered, or waits
+        to be: the lane's (:meth:`Lane.answering`), or h11's request cycle, its
+        request read to the end and its response not complete. (Requests h11
+        holds sent ahead are taken up when that response completes.)"""
+        if self._lane is not None and self._lane.answering():
+            return True
+        cycle = self.cycle
+        return (
+            cycle is not None
+            and not cycle.response_complete
+            and self.conn.their_state in _WHOLE
+        )
+
+    def _close_if_ended(self) -> None:
+        """After the client's end of input: close once nothing is owed. Called
+        wherever an answer ends or a request is taken up (an answer written,
+        requests sent ahead read, the client reading again)."""
+        if (
+            self._ended
+            and not self._switched
+            and not self.transport.is_closing()
+            and not self._answering()
+        ):
+            self.transport.close()  # after what is written (the timers still bound it)
 
     def on_response_complete(self) -> None:
         self.transport.flush()  # type: ignore[attr-defined]
@@ -215,6 +277,7 @@ class GuardedProtocol(H11Protocol):
             # The next request's head is governed by the keep-alive timeout until
             # its first byte arrives (uvicorn's own timer).
             self._disarm("head")
+            self._close_if_ended()
         else:  # a request sent ahead, taken up now: its body is owed from now
             self._track()
 
@@ -227,6 +290,7 @@ class GuardedProtocol(H11Protocol):
         self._disarm("write")
         if self._lane is not None:
             self._lane.writable()
+        self._close_if_ended()
 
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in self._timers.values():
