@@ -20,6 +20,7 @@ import pytest
 
 from strabo.serving import serve
 from syncserver import SyncServer, create_app, uvicorn_options
+from syncserver.limits import Limits
 from tests.syncserver.test_fastlane import AGENTS, HEALTH, PURCHASE, SIMPLE, create, post
 from tests.syncserver.test_fastlane_hostile import (
     LAST,
@@ -100,9 +101,8 @@ def shapes() -> dict[str, tuple[bytes, list[int]]]:
     case("two Content-Types", add_header(plain, b"Content-Type: text/plain"), 409, 200)
     odd = plain.replace(b"application/json", b"Application/JSON ; x=1")
     case("a Content-Type in odd case", odd, 409, 200)
-    # 100-continue for a body past the limit: 413 and no 100; what follows is
-    # taken for the body (the client may send it), and the connection ends at
-    # the body timeout.
+    # 100-continue for a body past the limit: 413 and no 100, then the close
+    # (h11 keeps no connection whose client waited for a 100 it did not get).
     over = with_length(add_header(cut, b"Expect: 100-continue"), b"99999")
     case("100-continue past the limit", over, 413)
     # Pipelines mixing the lanes.
@@ -161,3 +161,18 @@ async def test_a_request_with_a_length_and_chunked_closes_the_connection() -> No
         got = await to_the_end(fast, data + LAST)
         assert got == await to_the_end(slow, data + LAST)
     assert statuses(got) == [400], got
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "h11"])
+async def test_a_100_continue_answered_413_closes_at_once(lane: bool) -> None:
+    """``Expect: 100-continue`` with a length past the limit: 413, and no 100,
+    so the client may never send its body; the connection closes after the 413
+    rather than wait for the body (with a body timeout of 30 s here, reading to
+    the end within to_the_end's 10 s shows it is not the timer), and what came
+    next is not taken for the body."""
+    cut = post(create("e1")).split(b"\r\n\r\n")[0] + b"\r\n\r\n"
+    over = with_length(add_header(cut, b"Expect: 100-continue"), b"99999")
+    limits = Limits(max_body=4096, header_timeout=30, body_timeout=30)
+    async with served(lane, limits) as (url, _):
+        got = await to_the_end(url, over + LAST)
+    assert statuses(got) == [413], got
