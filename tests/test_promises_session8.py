@@ -32,6 +32,7 @@ from strabo.proxy import HTTPEvent, ProxyAnswerError, ProxyError, ProxyRequestEr
 from tests.conftest import PROTOCOLS
 from tests.peach.peer.test_in_flight import Gated, buyer_and_seller, order
 from tests.peach.peer.test_server import Recorder
+from tests.peach.test_http1 import raw_server
 from tests.peach.test_peer import settle
 from tests.proxy.test_policy import MAS, SIMPLE, Scripted, create
 from tests.proxy.test_policy import answer as scripted_answer
@@ -148,19 +149,15 @@ async def test_a_gzip_bomb_through_httpx_is_an_answer_error_not_retried() -> Non
     bomb = gzip_of_zeros(65 * MiB)  # about 65 KB on the wire
     heads = 0
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def bomb_away(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal heads
-        await reader.readuntil(b"\r\n\r\n")
         heads += 1
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                      b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(bomb) + bomb)
         await writer.drain()
         await reader.read()  # until the client goes away
-        writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    try:
+    async with raw_server(bomb_away) as url:
         mas = MAS(SIMPLE, url, retries=3, backoff=0.01, transport=httpx.AsyncHTTPTransport())
         mas.proxy.route("Put", "PUT-/c")
         async with mas.server, mas.proxy:
@@ -168,9 +165,6 @@ async def test_a_gzip_bomb_through_httpx_is_an_answer_error_not_retried() -> Non
                 await asyncio.wait_for(mas.proxy.request("Put", {}, idempotency_key="k"), 10)
         assert f"{url}/c exceeds 64 MiB" in str(caught.value), caught.value
         assert heads == 1  # never retried
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 # docs/proxy.md: a header_hook that "sets `Content-Length`, `Transfer-Encoding`

@@ -32,6 +32,7 @@ from strabo.proxy import (
 )
 from syncserver import SyncServer
 from tests.conftest import load
+from tests.peach.test_http1 import raw_server
 from tests.proxy.test_policy import MAS, SIMPLE, Scripted, answer, create
 from tests.proxy.test_routes import make_proxy
 
@@ -530,25 +531,18 @@ async def test_an_answer_longer_than_is_read_is_an_answer_error_not_retried() ->
     # (retried, it would come again as long).
     heads = 0
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def claim(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal heads
-        await reader.readuntil(b"\r\n\r\n")
         heads += 1
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 1000000000\r\n\r\n{")
         await writer.drain()
         await reader.read()  # until the client goes away
-        writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        mas = MAS(SIMPLE, f"http://127.0.0.1:{port}", retries=3, backoff=0.01)
+    async with raw_server(claim) as url:
+        mas = MAS(SIMPLE, url, retries=3, backoff=0.01)
         mas.proxy.route("Put", "PUT-/c")
         async with mas.server, mas.proxy:
             with pytest.raises(ProxyAnswerError, match="exceeds 64 MiB"):
                 await asyncio.wait_for(mas.proxy.request("Put", {}, idempotency_key="k"), 10)
-        assert heads == 1
-    finally:
-        server.close()
-        await server.wait_closed()
+    assert heads == 1

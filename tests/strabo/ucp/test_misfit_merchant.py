@@ -214,20 +214,35 @@ async def test_simple_ucp_an_order_id_alone_is_an_escalation_naming_the_order() 
     assert draft.cancels() == []
 
 
-async def test_incremental_ucp_an_order_id_alone_is_a_status_change_never_cancelled() -> None:
-    app = create_app()
-    draft = Draft(app, permalink=False)
-    async with serve(draft) as url:
+async def incremental_checkout(
+    service: ASGI, adjust: Callable[[Any], None] = lambda proxy: None
+) -> tuple[Any, list[ActionInstance]]:
+    """An IncrementalUCP checkout against ``service`` (its proxy first
+    ``adjust``-ed); the proxy, and every action the Platform saw."""
+    async with serve(service) as url:
         proxy, platform, done = agents("incremental", url)
+        adjust(proxy)
         seen = watch(platform)
         async with proxy, platform:
             await asyncio.wait_for(done.wait(), WAIT)
             await platform.drain()
+    return proxy, seen
+
+
+def said_completed(app: ASGI, proxy: Any, seen: list[ActionInstance]) -> None:
+    """The order was placed, and the Platform told so by StatusChange, not Completed."""
     [order] = merchant_of(app).orders()
     assert [a.name for a in seen][-2:] == ["Complete", "StatusChange"]
     assert seen[-1]["status"] == "completed"
-    assert "Cancel" not in [a.name for a in seen] and draft.cancels() == []
     assert proxy.placed[order.checkout_id] == order.id
+
+
+async def test_incremental_ucp_an_order_id_alone_is_a_status_change_never_cancelled() -> None:
+    app = create_app()
+    draft = Draft(app, permalink=False)
+    proxy, seen = await incremental_checkout(draft)
+    said_completed(app, proxy, seen)
+    assert "Cancel" not in [a.name for a in seen] and draft.cancels() == []
 
 
 async def test_resilient_ucp_an_order_id_alone_is_escalated_naming_the_order() -> None:
@@ -269,17 +284,11 @@ async def test_incremental_ucp_an_answer_complete_cannot_read_is_a_status_change
     # breaks (here: it selects several values) used to raise outside the
     # handler's try, leaving Complete unanswered. Now the order the merchant
     # placed is said as StatusChange, as for any answer that does not fit.
-    app = create_app()
-    async with serve(app) as url:
-        proxy, platform, done = agents("incremental", url)
+    def unreadable(proxy: Any) -> None:
         complete = proxy.routes["Complete"]
         proxy.routes["Complete"] = dataclasses.replace(
             complete, response_map={"order": jsonpath_ng.parse("$..id")})
-        seen = watch(platform)
-        async with proxy, platform:
-            await asyncio.wait_for(done.wait(), WAIT)
-            await platform.drain()
-    [order] = merchant_of(app).orders()
-    assert [a.name for a in seen][-2:] == ["Complete", "StatusChange"]
-    assert seen[-1]["status"] == "completed"
-    assert proxy.placed[order.checkout_id] == order.id
+
+    app = create_app()
+    proxy, seen = await incremental_checkout(app, unreadable)
+    said_completed(app, proxy, seen)
