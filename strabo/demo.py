@@ -384,7 +384,9 @@ async def demo(
             for waiter in waiters:
                 waiter.cancel()
             if trace.gone.is_set():
-                return CLOSED_STDOUT  # the reader went away (| head): nothing more to show
+                # The reader went away (| head): nothing more to show; a failure
+                # already recorded still decides the status.
+                return 1 if failures else CLOSED_STDOUT
             if not (done.is_set() or ended.is_set()):
                 failures.append(f"the checkout did not complete within {seconds:g} s")
             await platform.drain()

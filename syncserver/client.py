@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -145,6 +145,29 @@ class LeanClient:
             raise NoAnswer(str(exc)) from None
         except http1.RequestError as exc:  # a header's CR or LF, a body not JSON
             raise Unsendable(str(exc)) from None
+
+    def ready(self) -> bool:
+        """Whether :meth:`start` would write now (``http1.Client.ready``)."""
+        return self.http.ready()
+
+    def start(
+        self, method: str, path: str, content: bytes, headers: Mapping[str, str]
+    ) -> asyncio.Task[http1.Response] | None:
+        """The request written now, if a kept connection is idle
+        (``http1.Client.start``); :meth:`answer` reads what it yields as
+        :meth:`request` would answer. None: send it with :meth:`request`."""
+        return self.http.start(method, path, content=content, headers=headers)
+
+    @staticmethod
+    async def answer(started: Awaitable[http1.Response]) -> Answer:
+        """The answer to a request :meth:`start` wrote (awaited in the caller's
+        own task: no task more per request)."""
+        try:
+            return await started
+        except http1.TooLarge as exc:
+            raise TooLarge(str(exc)) from None
+        except http1.TransportError as exc:
+            raise NoAnswer(str(exc)) from None
 
     @contextlib.asynccontextmanager
     async def stream(

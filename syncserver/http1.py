@@ -44,6 +44,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from syncserver._http1_connection import Connection, _nothing, _Stale
 from syncserver._http1_wire import (
     MAX_BODY,
     MAX_HEAD,
@@ -53,14 +54,12 @@ from syncserver._http1_wire import (
     Response,
     TooLarge,
     TransportError,
-    chunked,
     decoded,
-    digits,
     header_lines,
     is_event_stream,
-    parse_head,
     size,
 )
+from syncserver._places import Places
 
 __all__ = [
     "MAX_BODY",
@@ -80,200 +79,6 @@ __all__ = [
 
 #: Idle connections kept for reuse.
 KEEP_IDLE = 8
-#: Largest piece of a streamed body handed on at once (a chunk of a chunked
-#: body, a ``Content-Length`` body of a stream, are read in such pieces).
-_PIECE = 65536
-
-
-class _Stale(TransportError):
-    """A reused connection was found closed before any byte of the answer."""
-
-
-class Connection:
-    """One TCP (or TLS) connection: writes requests, reads responses."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.reused = False
-
-    def usable(self) -> bool:
-        return not self.reader.at_eof() and not self.writer.is_closing()
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
-
-    async def send(self, data: bytes) -> None:
-        try:
-            self.writer.write(data)
-            if self.writer.transport.get_write_buffer_size() > 65536:
-                await self.writer.drain()
-        except (ConnectionError, OSError) as exc:
-            raise (_Stale if self.reused else TransportError)(f"cannot send: {exc!r}") from None
-
-    async def head(self, switch: bool = False) -> tuple[Response, bool]:
-        """Read a response head (skipping interim 1xx ones, but returning a 101
-        if ``switch``); also whether the connection stays open after it."""
-        while True:
-            try:
-                raw = await self.reader.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError as exc:
-                if not exc.partial and self.reused:
-                    raise _Stale("the server had closed the connection") from None
-                raise TransportError(
-                    "the server closed the connection before answering"
-                    if not exc.partial
-                    else "the server closed the connection in the middle of the response head"
-                ) from None
-            except asyncio.LimitOverrunError:
-                raise ProtocolError(f"the response head exceeds {MAX_HEAD} bytes") from None
-            except (ConnectionError, OSError) as exc:
-                if self.reused:
-                    raise _Stale(f"connection lost: {exc!r}") from None
-                raise TransportError(f"connection lost: {exc!r}") from None
-            response, keep = parse_head(raw)
-            if not 100 <= response.status < 200:
-                return response, keep
-            self.reused = False  # an interim answer: the request got there, never resend it
-            if response.status == 101:
-                if switch:
-                    return response, True
-                raise ProtocolError("the server switched protocols")
-
-    async def body(
-        self,
-        method: str,
-        response: Response,
-        keep: bool,
-        limit: int = MAX_BODY,
-        url: str = "the server",
-    ) -> tuple[bytes, bool]:
-        """Read the body the head announces, at most ``limit`` bytes (a
-        :class:`TooLarge` for ``url`` past it); whether the connection stays usable."""
-        if method == "HEAD" or response.status in (204, 304):
-            return b"", keep
-        length = response.headers.get("content-length")
-        if length is not None and not chunked(response):  # the usual case, read at once
-            if not digits(length):
-                raise ProtocolError(f"bad Content-Length {length[:40]!r}")
-            if int(length) > limit:  # refused unread: not a byte of it is waited for
-                raise TooLarge(url, limit, f" (its Content-Length says {int(length)} bytes)")
-            try:
-                return (await self.reader.readexactly(int(length)) if length != "0" else b""), keep
-            except asyncio.IncompleteReadError:
-                raise ProtocolError("the server closed the connection in mid-response") from None
-            except (ConnectionError, OSError) as exc:
-                raise TransportError(f"connection lost in mid-response: {exc!r}") from None
-        parts = [chunk async for chunk in self.chunks(response, limit=limit, url=url)]
-        framed = "content-length" in response.headers or chunked(response)
-        return b"".join(parts), keep and framed
-
-    async def chunks(
-        self,
-        response: Response,
-        read_timeout: float | None = None,
-        *,
-        limit: int | None = None,
-        url: str = "the server",
-        events: bool = False,
-    ) -> AsyncIterator[bytes]:
-        """The body as it arrives, de-framed, in pieces of at most 64 KiB; with
-        ``read_timeout``, a :class:`TransportError` when nothing arrives for that
-        long. ``limit`` bounds the whole body, or with ``events`` each event of
-        an event stream (the bytes between two blank lines), not the stream: a
-        :class:`TooLarge` for ``url`` past it."""
-        reader = self.reader
-        loop = asyncio.get_running_loop()
-        whole = None if events else limit  # counted in _chunks: a size is refused unread
-        bound = Bound(limit, url, True) if events and limit is not None else None
-        try:
-            async with asyncio.timeout(None) as quiet:
-                async for chunk in self._chunks(
-                    response, reader, quiet, loop, read_timeout, whole, url
-                ):
-                    if bound is not None:
-                        bound.add(chunk)
-                    yield chunk
-        except TimeoutError:
-            raise TransportError(f"nothing received for {read_timeout}s") from None
-
-    async def _chunks(
-        self,
-        response: Response,
-        reader: asyncio.StreamReader,
-        quiet: asyncio.Timeout,
-        loop: asyncio.AbstractEventLoop,
-        read_timeout: float | None,
-        limit: int | None,
-        url: str,
-    ) -> AsyncIterator[bytes]:
-        if read_timeout is not None:
-            quiet.reschedule(loop.time() + read_timeout)
-        total = 0
-        try:
-            if chunked(response):
-                while True:
-                    line = await reader.readuntil(b"\r\n")
-                    try:
-                        size = int(line.split(b";", 1)[0].strip(), 16)
-                    except ValueError:
-                        raise ProtocolError(f"bad chunk size line {line[:40]!r}") from None
-                    if size < 0:
-                        raise ProtocolError(f"bad chunk size line {line[:40]!r}")
-                    if size == 0:
-                        trailers = 0
-                        while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
-                            trailers += len(line)  # none expected, ignored, bounded
-                            if trailers > MAX_HEAD:
-                                raise ProtocolError(f"the trailers exceed {MAX_HEAD} bytes")
-                        return
-                    total += size
-                    if limit is not None and total > limit:  # refused before it is read
-                        raise TooLarge(url, limit, f" (a chunk of {size} bytes takes it there)")
-                    while size > _PIECE:  # a long chunk in pieces: a stream holds little
-                        yield await reader.readexactly(_PIECE)
-                        size -= _PIECE
-                    data = await reader.readexactly(size + 2)
-                    if data[-2:] != b"\r\n":
-                        raise ProtocolError("a chunk does not end where its size says")
-                    yield data[:-2]
-                    if read_timeout is not None:
-                        quiet.reschedule(loop.time() + read_timeout)
-            elif "content-length" in response.headers:
-                text = response.headers["content-length"]
-                if not digits(text):
-                    raise ProtocolError(f"bad Content-Length {text[:40]!r}")
-                left = int(text)
-                if limit is not None and left > limit:
-                    raise TooLarge(url, limit, f" (its Content-Length says {left} bytes)")
-                while left:
-                    data = await reader.readexactly(min(left, _PIECE))
-                    left -= len(data)
-                    yield data
-                    if read_timeout is not None:
-                        quiet.reschedule(loop.time() + read_timeout)
-            else:  # delimited by the end of the connection
-                while data := await reader.read(_PIECE):
-                    total += len(data)
-                    if limit is not None and total > limit:
-                        raise TooLarge(url, limit)
-                    yield data
-                    if read_timeout is not None:
-                        quiet.reschedule(loop.time() + read_timeout)
-        except asyncio.IncompleteReadError:
-            raise ProtocolError("the server closed the connection in mid-response") from None
-        except asyncio.LimitOverrunError:
-            raise ProtocolError("a chunk size line is too long") from None
-        except (ConnectionError, OSError) as exc:
-            raise TransportError(f"connection lost in mid-response: {exc!r}") from None
-
-
-async def _nothing() -> AsyncIterator[bytes]:
-    return
-    yield b""  # pragma: no cover - makes this an async generator
-
-
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -321,7 +126,7 @@ class Client:
         self._fixed_by_name = {name.lower(): (name, value) for name, value in fixed.items()}
         self._idle: list[Connection] = []
         self.max_connections = max_connections
-        self._slots = asyncio.Semaphore(max_connections)
+        self._places = Places(max_connections)
         self._closed = False
 
     def _url(self, target: str) -> str:
@@ -394,37 +199,108 @@ class Client:
                 payload = json.dumps(json_body, separators=(",", ":"), allow_nan=False).encode()
             except (TypeError, ValueError) as exc:
                 raise RequestError(f"the body is not JSON: {exc}") from None
-        lines = None
-        if headers:
-            merged = dict(self._fixed_by_name)
-            merged.update((name.lower(), (name, value)) for name, value in headers.items())
-            lines = header_lines(dict(merged.values()))
         target = self._target(path, params)
-        data = self._request(method, target, payload, lines)
-        placed = sent = False
+        data = self._request(method, target, payload, self._lines(headers))
+        return await self._run(method, data, self._url(target), None)
+
+    def _lines(self, headers: Mapping[str, str] | None) -> str | None:
+        """The header lines of a request with ``headers`` of its own (None: the fixed ones)."""
+        if not headers:
+            return None
+        merged = dict(self._fixed_by_name)
+        merged.update((name.lower(), (name, value)) for name, value in headers.items())
+        return header_lines(dict(merged.values()))
+
+    def ready(self) -> bool:
+        """Whether :meth:`start` would write now: a kept connection and a place free."""
+        return not self._closed and bool(self._idle) and self._places.free > 0
+
+    def start(
+        self, method: str, path: str, *, content: bytes, headers: Mapping[str, str]
+    ) -> asyncio.Task[Response] | None:
+        """Write a request now, before returning, when a kept connection is idle
+        and a place is free; the task reads its answer (as :meth:`request`
+        would, a stale connection's request sent again on a new one). None when
+        the request would have to wait for either: send it with :meth:`request`.
+
+        A caller that goes on computing after it (a peer that sent what it just
+        logged, then updates its own view) has the service at work meanwhile,
+        where a task would not even have started."""
+        if self._closed:
+            return None
+        connection = None
+        while self._idle and connection is None:
+            candidate = self._idle.pop()
+            if candidate.usable():
+                connection = candidate
+            else:
+                candidate.close()
+        if connection is None:
+            return None
+        if not self._places.take_now():
+            self._idle.append(connection)
+            return None
+        target = self._target(path, None)
+        data = self._request(method, target, content, self._lines(headers))
+        try:
+            connection.writer.write(data)
+        except (ConnectionError, OSError, RuntimeError):
+            connection.close()
+            self._places.give()
+            return None
+        connection.reused = True
+        held = [connection]
+        task = asyncio.ensure_future(self._run(method, data, self._url(target), held))
+
+        def unrun(task: asyncio.Task[Response]) -> None:
+            # Cancelled before its first step, _run never ran (nor its finally):
+            # its connection and place are still held here.
+            if held:
+                held.pop().close()
+                self._places.give()
+
+        task.add_done_callback(unrun)
+        return task
+
+    async def _run(
+        self, method: str, data: bytes, url: str, written: list[Connection] | None
+    ) -> Response:
+        """The exchange of one request, ``data``: on a connection taken here, or
+        on the one in ``written``, where it went out already (with its place
+        taken; taken out of the list as this starts, see ``start``)."""
+        connection = written.pop() if written else None
+        placed = sent = connection is not None
         try:
             # The wait for one of the client's places is part of the time allowed:
             # in a burst past them, a caller's deadline still holds.
-            async with asyncio.timeout(self.timeout), self._slots:
-                placed = True
-                while True:
-                    connection = await self._take()
-                    sent = True
-                    try:
-                        response, keep = await self._exchange(
-                            connection, method, data, self._url(target)
-                        )
-                    except _Stale:
-                        connection.close()
-                        continue  # a fresh connection next: _take opens one
-                    except BaseException:
-                        connection.close()
-                        raise
-                    if keep:
-                        self._give_back(connection)
-                    else:
-                        connection.close()
-                    return response
+            async with asyncio.timeout(self.timeout):
+                if not placed:
+                    await self._places.take()
+                    placed = True
+                try:
+                    while True:  # a stale kept connection is replaced, the request sent again
+                        try:
+                            if connection is None:
+                                connection = await self._take()
+                                sent = True
+                                await connection.send(data)  # (a stale one fails here too)
+                            response, keep = await self._exchange(connection, method, url)
+                        except _Stale:
+                            if connection is not None:
+                                connection.close()
+                            connection = None
+                            continue  # a fresh connection next: _take opens one
+                        except BaseException:  # (cancelled in send's drain too: closed)
+                            if connection is not None:
+                                connection.close()
+                            raise
+                        if keep:
+                            self._give_back(connection)
+                        else:
+                            connection.close()
+                        return response
+                finally:
+                    self._places.give()
         except TimeoutError:
             if not sent:
                 # Not a byte went out: said as a connection that could not be made
@@ -440,9 +316,8 @@ class Client:
             raise TransportError(f"no answer within {self.timeout}s") from None
 
     async def _exchange(
-        self, connection: Connection, method: str, data: bytes, url: str
+        self, connection: Connection, method: str, url: str
     ) -> tuple[Response, bool]:
-        await connection.send(data)
         response, keep = await connection.head()
         connection.reused = False  # answered: a failure from here on is not stale
         response.body, keep = await connection.body(method, response, keep, self.max_body, url)

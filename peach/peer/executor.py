@@ -24,7 +24,6 @@ and what it does on a SyncServer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from peach.executor import Executor, Member, _Feed
 from peach.peer import _wire as wire
 from peach.peer._inbox import Inbox
 from peach.peer._ledger import Ledger
+from peach.peer._sender import IN_FLIGHT, MIN_SHARE, Sending
 from peach.peer._store import (
     PeerStore,
     PeerStoreError,
@@ -45,23 +45,17 @@ from peach.peer._store import (
     Verdict,
     open_peer_store,
 )
-from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, Directory, sign
+from peach.peer.directory import Directory
 from peach.peer.transport import Transport, Unreachable
 from peach.view import signature
 from syncserver.acts_for import ActsFor
 from syncserver.batch import Batch
-from syncserver.retry import Backoff
+
+__all__ = ["IN_FLIGHT", "MIN_SHARE", "PeerExecutor"]
 
 log = logging.getLogger("strabo.peach.peer")
 
-#: Requests to one peer under way at once. With one, an agent sends nothing
-#: while its peer handles the last request, and the two take turns being busy.
-IN_FLIGHT = 4
-#: The fewest messages a request carries when there are more to send.
-MIN_SHARE = 8
-
-
-class PeerExecutor(Executor):
+class PeerExecutor(Sending, Executor):
     """Runs the adapters of the agent ``agent`` peer to peer.
 
     ``directory`` names the agents, their roles, addresses and secrets;
@@ -95,16 +89,8 @@ class PeerExecutor(Executor):
         self.retry_max = retry_max
         self.max_waiting = max_waiting
         self._ledgers: dict[str, Ledger] = {}
-        self._outbox: dict[str, set[tuple[str, int]]] = {}  # peer -> (protocol, seq)
         self._loaded = False
-        self._senders: dict[str, asyncio.Task[None]] = {}
-        self._wake: dict[str, asyncio.Event] = {}
-        # Per peer: the messages requests under way carry, those requests (the
-        # loop's and catch-ups'), and how those that ended went (for the loop).
-        self._sending: dict[str, set[tuple[str, int]]] = {}
-        self._in_flight: dict[str, set[asyncio.Task[bool]]] = {}
-        self._outcomes: dict[str, list[bool]] = {}
-        self._body_limit: dict[str, int] = {}  # a peer that answered 413: less per request
+        self._init_sending()
         # What a peer's request brings is written in one transaction, when the
         # inbox is done with it and before it answers (``_keep``).
         self._inbox = Inbox(
@@ -293,11 +279,6 @@ class PeerExecutor(Executor):
                 code="too-large",
             )
         self._commit(ledger, record, items, recipients)
-        if recipients:
-            ledger.unsent[record.seq] = record
-            for peer in recipients:
-                self._outbox.setdefault(peer, set()).add((record.protocol, record.seq))
-                self._wake[peer].set()
         return items
 
     def _commit(
@@ -316,6 +297,8 @@ class PeerExecutor(Executor):
         except Exception as exc:  # the disk is full, the file went away...
             raise ExecutorError(f"{self.agent}: cannot write its log: {exc}") from None
         batch = ledger.apply(record, items)
+        if recipients:  # sent before the adapters hear of it: the peer works meanwhile
+            self._post(ledger, record, recipients)
         feed = self._feeds.get(ledger.protocol.name)
         if feed is not None:
             feed._apply(batch)
@@ -353,197 +336,6 @@ class PeerExecutor(Executor):
                 )
 
         await asyncio.gather(*(ask(n) for n in names))
-
-    def _headers(self, body: bytes) -> dict[str, str]:
-        return {AGENT_HEADER: self.agent, SIGNATURE_HEADER: sign(self.me.secret, body)}
-
-    # Sending ----------------------------------------------------------------------
-
-    def _start_sender(self, peer: str) -> None:
-        self._wake.setdefault(peer, asyncio.Event())
-        self._sending.setdefault(peer, set())
-        self._in_flight.setdefault(peer, set())
-        self._outcomes.setdefault(peer, [])
-        self._outbox.setdefault(peer, set())
-        if self._outbox[peer]:
-            self._wake[peer].set()
-        self._senders[peer] = asyncio.create_task(self._send_loop(peer), name=f"to {peer}")
-
-    async def _send_loop(self, peer: str) -> None:
-        """Keep up to ``IN_FLIGHT`` requests to ``peer`` under way, each carrying
-        messages no other one carries; back off after a request that failed."""
-        backoff = Backoff(self.retry_initial, self.retry_max)
-        failures = 0
-        wake = self._wake[peer]
-        rounds = self._in_flight[peer]
-        outcomes = self._outcomes[peer]
-        try:
-            while True:
-                wake.clear()
-                if outcomes:
-                    failures = 0 if all(outcomes) else failures + 1
-                    outcomes.clear()
-                if failures:
-                    # Back off before sending again; new messages (or a request
-                    # under way that ends) wake the loop sooner. (Not wait_for: on
-                    # 3.11 it loses a cancel that comes as the event is set, and
-                    # stopping then waits for this loop for ever.)
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(backoff.delay(failures)):
-                            await wake.wait()
-                    wake.clear()
-                    if outcomes:
-                        continue
-                while len(rounds) < IN_FLIGHT:
-                    unsent = len(self._outbox[peer]) - len(self._sending[peer])
-                    # Shared out among the requests that may start: a wave of
-                    # attempts goes as several requests, so that the peer handles
-                    # the first while this agent still sends (or handles answers).
-                    # A few go as one: a request costs more than a message. Each
-                    # takes its messages as it starts, and none ends before the
-                    # last starts (which would free its messages for the next one).
-                    share = max(MIN_SHARE, -(-unsent // (IN_FLIGHT - len(rounds))))
-                    if unsent <= 0 or not self._start_round(peer, share):
-                        break
-                await wake.wait()
-        finally:
-            for task in list(rounds):
-                task.cancel()
-            await asyncio.gather(*rounds, return_exceptions=True)
-
-    def _start_round(self, peer: str, share: int = wire.MAX_MESSAGES) -> bool:
-        """Start a request of what ``peer`` has not acknowledged and no other
-        request carries (up to ``share`` messages and a request's worth); False
-        if there is none. The loop hears how it ended, a failure included."""
-        sending = self._sending[peer]
-        items = sorted(self._outbox[peer] - sending)[: min(share, wire.MAX_MESSAGES)]
-        if not items:
-            return False
-        records = [self._ledgers[p].unsent[seq] for p, seq in items]
-        limit = self._body_limit.get(peer, wire.MAX_BODY)
-        body, carried = wire.pack(self.mas, self.agent, records, limit)
-        items = items[:carried]
-        sending.update(items)
-        task = asyncio.create_task(self._round(peer, items, body), name=f"round to {peer}")
-        self._in_flight[peer].add(task)
-
-        def finished(task: asyncio.Task[bool]) -> None:
-            # Here, not in the round: a round cancelled before it ran has no finally.
-            self._in_flight[peer].discard(task)
-            sending.difference_update(items)
-            if not task.cancelled():
-                error = task.exception()
-                if error is not None:
-                    log.error("%s: sending to %s failed: %r", self.agent, peer, error)
-                self._outcomes[peer].append(error is None and task.result())
-            self._wake[peer].set()  # what failed is sent again, after the back-off
-
-        task.add_done_callback(finished)
-        return True
-
-    async def _round(self, peer: str, items: list[tuple[str, int]], body: bytes) -> bool:
-        """Send ``items`` (in ``body``); True when every one got a final answer."""
-        carried = len(items)
-        try:
-            status, answer = await self.transport.post(
-                self.directory.peers[peer], "messages", body, self._headers(body)
-            )
-        except Unreachable as exc:
-            log.debug("%s: %s unreachable (%s); sending again later", self.agent, peer, exc)
-            return False
-        results = answer.get("results")
-        if status == 413 and carried > 1:
-            # The peer reads less than this agent would send (an older
-            # version, another limit): send smaller requests from now on. (Never
-            # larger: a request packed before another's 413 may get one after it.)
-            limit = min(self._body_limit.get(peer, wire.MAX_BODY), len(body) // 2)
-            self._body_limit[peer] = max(1, limit)
-            log.warning(
-                "%s: %s refused a request of %d bytes as too large; sending at most %d",
-                self.agent, peer, len(body), self._body_limit[peer],
-            )  # fmt: skip
-            return False
-        if status == 413:  # one message the peer will never read: it refuses it
-            status, results = 200, [{
-                "status": wire.REFUSED, "rule": "too-large",
-                "message": f"{peer} reads no request of {len(body)} bytes",
-            }]  # fmt: skip
-        if status != 200 or not isinstance(results, list) or len(results) != len(items):
-            message = answer.get("error", {}).get("message", "") if answer else ""
-            log.warning(
-                "%s: %s did not take %d messages: %s %s; sending again later",
-                self.agent,
-                peer,
-                len(items),
-                status,
-                message,
-            )
-            return False
-        final = True
-        for (protocol, seq), result in zip(items, results, strict=True):
-            verdict = result.get("status") if isinstance(result, dict) else None
-            if verdict in (wire.ACCEPTED, wire.DUPLICATE):
-                self._acknowledged(protocol, seq, peer)
-            elif verdict == wire.REFUSED:
-                refusal = Refusal(
-                    protocol,
-                    seq,
-                    peer,
-                    str(result.get("rule", "")),
-                    str(result.get("message", "")),
-                    incoming=False,
-                )
-                log.warning(
-                    "%s: %s refused %s (%s): %s",
-                    self.agent,
-                    peer,
-                    self._ledgers[protocol].unsent[seq].describe(),
-                    refusal.rule,
-                    refusal.message,
-                )
-                try:
-                    self._refused(refusal)
-                except ExecutorError as exc:  # kept next time: the peer answers the same
-                    log.error("%s", exc)
-                    final = False
-                    continue
-                self._acknowledged(protocol, seq, peer, stored=True)
-            else:
-                final = False
-        return final
-
-    async def _flush_to(self, peer: str) -> int:
-        """Send ``peer`` what it lacks now (it asked), after what is under way;
-        how much is still unsent. Its request is one the loop hears of (sent
-        again if it fails) and stopping cancels; the answer waits for it and for
-        those started meanwhile, which may carry what was owed (no more: a wait
-        of a request or two, not for as long as this agent sends)."""
-        rounds = self._in_flight.get(peer)
-        if rounds is None or not self._sends_to(peer):  # not a peer, or stopped
-            return len(self._outbox.get(peer, ()))
-        if rounds:
-            await asyncio.wait(set(rounds))  # (which a cancelled wait does not cancel)
-        if self._sends_to(peer):
-            self._start_round(peer)
-        if rounds:
-            await asyncio.wait(set(rounds))
-        return len(self._outbox.get(peer, ()))
-
-    def _sends_to(self, peer: str) -> bool:
-        """Whether the loop sending to ``peer`` runs, neither stopped nor stopping:
-        a request started once it was cancelled (its rounds being cancelled, or
-        stop() waiting for the other loops) would outlive stop()."""
-        sender = self._senders.get(peer)
-        return sender is not None and not sender.done() and not sender.cancelling()
-
-    def _acknowledged(self, protocol: str, seq: int, peer: str, stored: bool = False) -> None:
-        if not stored:
-            self.store.acknowledged(protocol, seq, peer)
-        self._outbox[peer].discard((protocol, seq))
-        self._sending.get(peer, set()).discard((protocol, seq))  # (kept within the outbox)
-        if not any((protocol, seq) in items for items in self._outbox.values()):
-            self._ledgers[protocol].unsent.pop(seq, None)
-        self.progress.set()
 
     def _keep(self) -> None:
         """Commit what the inbox queued for the request it is answering."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -24,7 +24,14 @@ from urllib.parse import urlsplit
 from peach.peer._app import PeerServer
 from peach.peer._wire import Endpoint
 from peach.peer.directory import Peer
-from syncserver.client import Client, NoAnswer, Unsendable, open_client
+from syncserver.client import (
+    Answer,
+    Client,
+    LeanClient,
+    NoAnswer,
+    Unsendable,
+    open_client,
+)
 
 
 class Unreachable(Exception):
@@ -151,10 +158,36 @@ class HTTPTransport:
     ) -> tuple[int, dict[str, Any]]:
         if peer.url is None:
             raise Unreachable(f"agent {peer.name!r} has no url in the directory")
+        client = self.client(peer.url)
+        request = client.request("POST", f"/peer/{path}", headers=headers, content=body)
+        return await self._answer(peer, request)
+
+    def ready(self, peer: Peer) -> bool:
+        """Whether :meth:`start` would write to ``peer`` now."""
+        client = self._clients.get(peer.url or "")
+        return isinstance(client, LeanClient) and client.ready()
+
+    def start(
+        self, peer: Peer, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> asyncio.Future[Any] | None:
+        """:meth:`post`'s request, written before this returns when a kept
+        connection to ``peer`` is idle; None when it is not (post it then).
+        :meth:`finish` reads its answer; cancelling it cancels the request."""
+        client = self._clients.get(peer.url or "")
+        if not isinstance(client, LeanClient):
+            return None
+        return client.start("POST", f"/peer/{path}", body, headers)
+
+    async def finish(
+        self, peer: Peer, started: asyncio.Future[Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """The answer to the request :meth:`start` wrote, as :meth:`post` gives it."""
+        return await self._answer(peer, LeanClient.answer(started))
+
+    @staticmethod
+    async def _answer(peer: Peer, request: Awaitable[Answer]) -> tuple[int, dict[str, Any]]:
         try:
-            response = await self.client(peer.url).request(
-                "POST", f"/peer/{path}", headers=headers, content=body
-            )
+            response = await request
         except (NoAnswer, Unsendable) as exc:
             raise Unreachable(f"{peer.name} at {peer.url}: {exc}") from None
         try:
