@@ -94,12 +94,21 @@ class Sending:
                 and not self._backing_off.get(peer)
                 and self._sends_to(peer)
             )
-            if may and self._start_round(peer, now=True):
+            if may and self._send_now(peer):
                 if not self._sent_now:
                     asyncio.get_running_loop().call_soon(self._sent_now.clear)
                 self._sent_now.add(peer)
             else:
                 self._wake[peer].set()
+
+    def _send_now(self, peer: str) -> bool:
+        """:meth:`_start_round` at once; a failure to is the loop's to meet (the
+        record is kept already: an error here must not reach ``attempt()``)."""
+        try:
+            return self._start_round(peer, now=True)
+        except Exception:
+            log.exception("%s: sending to %s at once failed; the loop sends it", self.agent, peer)
+            return False
 
     def _start_sender(self, peer: str) -> None:
         self._wake.setdefault(peer, asyncio.Event())
@@ -202,7 +211,10 @@ class Sending:
                 error = task.exception()
                 if error is not None:
                     log.error("%s: sending to %s failed: %r", self.agent, peer, error)
-                self._outcomes[peer].append(error is None and task.result())
+                ok = error is None and task.result()
+                self._outcomes[peer].append(ok)
+                if not ok:  # nothing more at once until the loop has backed off
+                    self._backing_off[peer] = True
             self._wake[peer].set()  # what failed is sent again, after the back-off
 
         task.add_done_callback(finished)

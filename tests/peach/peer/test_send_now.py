@@ -14,6 +14,7 @@ right after ``attempt()`` returns: only bytes written before then can arrive.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from typing import Any
 
 from peach import PeachAdapter
 from peach.peer import Directory, HTTPTransport, PeerExecutor
+from strabo.serving import free_port
 from tests.conftest import SIMPLE_CREATE, load
 from tests.peach.test_peer import directory, settle
 
@@ -137,3 +139,60 @@ async def test_what_follows_a_message_sent_alone_waits_for_it_unless_a_request_f
     assert carried == [("now", 1), ("loop", 3)]
     assert had == [2]  # the one sent alone had arrived: it was answered
     assert last == 5
+
+
+async def test_a_peer_whose_last_request_failed_gets_nothing_at_once() -> None:
+    """After a failed request the loop's back-off decides when to send again:
+    the next attempt is not written at once beside it."""
+    answered = asyncio.Event()
+
+    async def busy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        body = b'{"error":{"code":"busy","message":"busy"}}'
+        with contextlib.suppress(Exception):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 503 Busy\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+                await writer.drain()
+                answered.set()
+        writer.close()
+
+    server = await asyncio.start_server(busy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    roles = Directory.of(
+        [SIMPLE],
+        {
+            "platform": {"roles": ["Platform"], "token": "p", "url": f"http://127.0.0.1:{free_port()}"},
+            "business": {"roles": ["Business"], "token": "b", "url": f"http://127.0.0.1:{port}"},
+        },
+    )
+    platform_ex = PeerExecutor("platform", roles, retry_initial=30, retry_max=30)
+    platform = PeachAdapter("platform", SIMPLE, "Platform", platform_ex)
+    async with server, platform:
+        transport = platform_ex.transport
+        assert isinstance(transport, HTTPTransport)
+        answered.clear()
+        await platform.attempt([create(platform)])
+        rounds = platform_ex._in_flight["business"]
+        await asyncio.wait_for(answered.wait(), 10)
+        if rounds:
+            await asyncio.wait(set(rounds), timeout=10)  # the failed request ended
+        assert transport.ready(roles.peers["business"])  # a kept connection is idle
+        started: list[object] = []
+        start = transport.start
+
+        def starting(*args: Any) -> Any:
+            started.append(args)
+            return start(*args)
+
+        transport.start = starting  # type: ignore[method-assign]
+        await platform.attempt([create(platform)])
+        assert started == []
