@@ -23,7 +23,8 @@ batched policy does, applying first only the missed batches that bear on its
 attempts). Each attempt is a batch of its own, in arrival order; those that
 arrive while a turn runs share the next (group commit), which waits a little
 (``CONTENDED``) when other servers append to the ledger too. Under the batched
-policy a turn finalizes the window that collected at this server, as one batch.
+policy a turn finalizes the window that collected at this server, as
+consecutive batches of bounded size (``syncserver._window``).
 
 Between turns, the server follows what the others commit (the store's
 notifications and polls) and publishes it to its own subscribers, so that any
@@ -84,6 +85,8 @@ class Ledger(Protocol):
     def check_window(self, attempts: Pending) -> tuple[Pending, list[Rejection]] | None: ...
 
     def number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]: ...
+
+    def number_window(self, attempts: Sequence[Attempt]) -> list[tuple[Batch, list[Receipt]]]: ...
 
     def follow(self, batch: Batch) -> bool: ...
 
@@ -378,9 +381,10 @@ class SharedFinalizer(Rebuilding):
                     if checked is None:  # a bug; every attempt was answered with it
                         return []
                     accepted, rejected = checked
-                    if accepted:
-                        batch, receipts = ledger.number([a for a, _ in accepted])
-                        batches.append(batch)
+                    if accepted:  # consecutive batches of bounded size (syncserver._window)
+                        parts = ledger.number_window([a for a, _ in accepted])
+                        batches += [batch for batch, _ in parts]
+                        receipts = [receipt for _, part in parts for receipt in part]
                         settled = [(f, r) for (_, f), r in zip(accepted, receipts, strict=True)]
                 elif not self._check_each(work, batches, settled, rejected):
                     return []  # a bug; every attempt was answered with it

@@ -1,8 +1,9 @@
 """Finalized batches: what the log records and what subscribers receive.
 
 A batch is a group of instances finalized together under one sequence number:
-one attempt under instant finalization, all the accepted attempts of a window
-under batched finalization. Its JSON and server-sent-event encodings are
+one attempt under instant finalization, the accepted attempts of a window
+under batched finalization (several batches if they are large:
+``syncserver._window``). Its JSON and server-sent-event encodings are
 computed once, however many subscribers receive it.
 """
 
@@ -37,6 +38,17 @@ class Entry:
         if self._json is None:
             self._json = json.dumps(self.instance.bindings, separators=(",", ":"))
         return self._json
+
+    def frame_size(self) -> int:
+        """This entry's bytes in its batch's event frame, estimated from its
+        bindings' JSON (:meth:`Batch.frame_size`); what a window's batches are
+        bounded by (``syncserver._window``)."""
+        return (
+            len(self.bindings_json)
+            + _quoted(self.instance.action.name)
+            + _quoted(self.performer)
+            + 48
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,8 +91,7 @@ class Batch:
         if self._frame is not None:
             return len(self._frame)
         return 64 + len(str(self.seq)) * 2 + _quoted(self.protocol) + sum(
-            len(e.bindings_json) + _quoted(e.instance.action.name) + _quoted(e.performer) + 48
-            for e in self.entries
+            e.frame_size() for e in self.entries
         )
 
     @property

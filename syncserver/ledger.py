@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from langshaw import LangshawProtocol, SocialState, Violation
 from syncserver._mandates import MandateBook
 from syncserver._reading import LogReader
-from syncserver._shared import SharedFinalizer
+from syncserver._shared import Pending, SharedFinalizer
 from syncserver._views import Views
+from syncserver._window import answer_parts, split_window
 from syncserver.attempt import Attempt, AttemptIds, Receipt, Rejection, same_attempt, same_instances
 from syncserver.batch import Batch, Entry
 from syncserver.errors import Rejected, ServiceError
@@ -224,15 +226,18 @@ class Ledger(LogReader):
         return receipt
 
     def _finalize(
-        self, attempts: Sequence[Attempt]
+        self,
+        attempts: Sequence[Attempt],
+        numbered: tuple[Batch, list[Receipt]] | None = None,
     ) -> tuple[asyncio.Future[Batch] | None, list[Receipt]]:
-        """Number the accepted attempts as one batch and hand it to the writer;
-        the future is None if the batch is already committed.
+        """Number the accepted attempts as one batch (unless ``numbered``
+        already) and hand it to the writer; the future is None if the batch is
+        already committed.
 
         Nothing here awaits: the batch numbered S is queued for its transaction
         before any later batch can be numbered, so batches are committed and
         published in the order of their numbers, whatever the caller awaits next."""
-        batch, receipts = self.number(attempts)
+        batch, receipts = self.number(attempts) if numbered is None else numbered
         committing = self._enqueue(batch)
         if committing is not None:
             for a, receipt in zip(attempts, receipts, strict=True):
@@ -247,11 +252,17 @@ class Ledger(LogReader):
             entries = [Entry(instance, a.performer, a.attempt_id) for instance in a.instances]
             spans = [tuple(range(len(entries)))]
         else:
-            entries, spans = [], []
-            for a in attempts:
-                start = len(entries)
-                entries.extend(Entry(i, a.performer, a.attempt_id) for i in a.instances)
-                spans.append(tuple(range(start, len(entries))))
+            [(entries, spans)] = split_window(attempts, math.inf)
+        return self._numbered(entries, spans)
+
+    def number_window(self, attempts: Sequence[Attempt]) -> list[tuple[Batch, list[Receipt]]]:
+        """A window's accepted attempts as the next batches, in their order, each
+        of bounded size (``syncserver._window``), and each attempt's receipt."""
+        return [self._numbered(entries, spans) for entries, spans in split_window(attempts)]
+
+    def _numbered(
+        self, entries: list[Entry], spans: list[tuple[int, ...]]
+    ) -> tuple[Batch, list[Receipt]]:
         batch = Batch(self.protocol.name, self.next_seq, tuple(entries))
         self.next_seq += 1
         self.ids.add(batch)
@@ -277,19 +288,24 @@ class Ledger(LogReader):
             return
         accepted, rejected = checked
         if accepted:
-            try:
-                committing, receipts = self._finalize([a for a, _ in accepted])
-                if committing is not None:
-                    await committing
-            except ServiceError as exc:
-                for _, future in accepted:
-                    if not future.done():
-                        future.set_exception(exc)
-            else:
-                for (_, future), receipt in zip(accepted, receipts, strict=True):
-                    if not future.done():
-                        future.set_result(receipt)
+            await self._finalize_window(accepted)
         await self.answer_rejected(rejected)
+
+    async def _finalize_window(self, accepted: Pending) -> None:
+        """Finalize a window's accepted attempts as consecutive batches, each
+        answered once its batch committed. All are numbered and queued before
+        any is awaited: a later window is checked, so numbered, after them."""
+        attempts = [a for a, _ in accepted]
+        queued: list[tuple[asyncio.Future[Batch] | None, list[Receipt]]] = []
+        error: ServiceError | None = None
+        start = 0
+        try:
+            for batch, receipts in self.number_window(attempts):
+                part, start = attempts[start : start + len(receipts)], start + len(receipts)
+                queued.append((self._finalize(part, (batch, receipts))[0], receipts))
+        except ServiceError as exc:  # a write failed: the parts after it are not queued
+            error = exc
+        await answer_parts(queued, [f for _, f in accepted], error)
 
     def check_window(
         self, attempts: list[tuple[Attempt, asyncio.Future[Receipt]]]
