@@ -271,15 +271,27 @@ class AttemptsEndpoint:
         return Answer(500, encode(internal(exc)))
 
 
+#: What RFC 9110 (5.5) refuses in a field value and h11 lets through: control
+#: characters but HTAB (CR, LF and NUL h11 refuses itself).
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 class Shortcut:
     """ASGI middleware: sends ``POST .../attempts`` straight to the endpoint,
-    past Starlette's routing; any other request goes on to ``app``."""
+    past Starlette's routing; any other request goes on to ``app``. A request
+    with a control character in a header value is refused first (RFC 9110
+    says to refuse it or blank the character; blanked, a token or an id would
+    silently be another): logs and errors quoting it stay plain text."""
 
     def __init__(self, app: ASGIApp, endpoint: AttemptsEndpoint) -> None:
         self.app = app
         self.endpoint = endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for name, value in scope["headers"]:
+                if _CONTROL.search(value):
+                    return await _bad_header(name, send)
         if scope["type"] == "http" and scope["method"] == "POST":
             path = scope["path"]
             root = scope.get("root_path", "")
@@ -289,3 +301,14 @@ class Shortcut:
             if names is not None:
                 return await self.endpoint.respond(*names, scope, receive, send)
         await self.app(scope, receive, send)
+
+
+async def _bad_header(name: bytes, send: Send) -> None:
+    body = error_bytes(
+        "bad-header",
+        f"header {name.decode('latin-1')!r} holds a control character: a header "
+        "value may hold visible characters, spaces and tabs only (RFC 9110, 5.5)",
+    )
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
