@@ -41,10 +41,11 @@ from syncserver.retry import RETRY_STATUS
 log = logging.getLogger("strabo.peach")
 
 #: What this client reads of one answer or event from its SyncServer: more
-#: than a third-party service gets (64 MiB), since one batch of a batched
-#: window holds every attempt of the window (each up to the server's
-#: ``max_body``, 1 MiB by default), and a batch no agent could read would stop
-#: every agent's feed at it.
+#: than a third-party service gets (64 MiB): a batch holds at most 4 MiB of
+#: events (a batched window is cut into such parts, ``syncserver._window``),
+#: but one attempt alone may be larger (up to the server's ``max_body``, which
+#: its operator may raise), and a batch no agent could read would stop every
+#: agent's feed at it.
 SERVER_ANSWERS = 1024 * 1024 * 1024
 
 
