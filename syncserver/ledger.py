@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -246,14 +245,11 @@ class Ledger(LogReader):
         return committing, receipts
 
     def number(self, attempts: Sequence[Attempt]) -> tuple[Batch, list[Receipt]]:
-        """The accepted attempts as the next batch, and each one's receipt."""
-        if len(attempts) == 1:  # instant policy: one attempt, one batch
-            a = attempts[0]
-            entries = [Entry(instance, a.performer, a.attempt_id) for instance in a.instances]
-            spans = [tuple(range(len(entries)))]
-        else:
-            [(entries, spans)] = split_window(attempts, math.inf)
-        return self._numbered(entries, spans)
+        """One accepted attempt as the next batch, and its receipt (a window's
+        attempts: :meth:`number_window`)."""
+        [a] = attempts
+        entries = [Entry(instance, a.performer, a.attempt_id) for instance in a.instances]
+        return self._numbered(entries, [tuple(range(len(entries)))])
 
     def number_window(self, attempts: Sequence[Attempt]) -> list[tuple[Batch, list[Receipt]]]:
         """A window's accepted attempts as the next batches, in their order, each
