@@ -28,9 +28,11 @@ them apart:
   all at the end of the request. A commit that fails (a full disk) leaves them
   queued, for the next commit to write first, and the answer says "busy" for
   every message: nothing is acknowledged that is not written;
-* acknowledgements are written with the next transaction, whichever it is (or
-  when the store closes): one that is lost (the process dies first) only has
-  the message sent again, and its receiver answers it as a duplicate.
+* acknowledgements are written with the next request's transaction (or when
+  the store closes), or with an attempt's once ``ACKS_AT_ONCE`` wait (an
+  attempt's is on its way to the peers: it carries no more than it must): one
+  that is lost (the process dies first) only has the message sent again, and
+  its receiver answers it as a duplicate.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("strabo.peach.peer")
+
+#: Acknowledgements an attempt's transaction leaves for a later one, at most
+#: (each costs that transaction a DELETE; lost to a crash, a message is sent
+#: again and answered as a duplicate).
+ACKS_AT_ONCE = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +156,10 @@ class PeerStore:
     def acknowledged(self, protocol: str, seq: int, peer: str) -> None:
         self._outbox.discard((protocol, seq, peer))
 
-    def commit(self) -> None:
+    def commit(self, acks: bool = True) -> None:
         """Write what was kept with ``now=False`` (raises if it cannot: it stays
-        queued for the next commit)."""
+        queued for the next commit), and the acknowledgements unless ``acks``
+        is False."""
 
     def refused(
         self, refusal: Refusal, verdict: Verdict | None = None, *, now: bool = True
@@ -365,26 +373,31 @@ class SQLitePeerStore(PeerStore):
         if not now:
             return
         try:
-            self.commit()
+            # An attempt's own transaction is on its way to the peers: the
+            # acknowledgements wait for the next request's (or for a few).
+            self.commit(acks=len(self._acks) >= ACKS_AT_ONCE)
         except BaseException:
             del self._queued[len(self._queued) - len(rows) :]
             raise
 
-    def commit(self) -> None:
-        if not self._queued and not self._acks:
+    def commit(self, acks: bool = True) -> None:
+        """Write what is queued in one transaction, with the acknowledgements
+        unless ``acks`` is False (they wait for a later one)."""
+        written = self._acks if acks else []
+        if not self._queued and not written:
             return
         db = self.db
         try:
-            if len(self._queued) == 1 and not self._acks:  # its own transaction: no BEGIN
+            if len(self._queued) == 1 and not written:  # its own transaction: no BEGIN
                 db.execute(*self._queued[0])
             else:
                 db.execute("BEGIN")
                 for statement, group in itertools.groupby(self._queued, key=itemgetter(0)):
                     db.executemany(statement, [parameters for _, parameters in group])
-                if self._acks:
+                if written:
                     db.executemany(
                         "DELETE FROM outbox WHERE protocol = ? AND seq = ? AND peer = ?",
-                        self._acks,
+                        written,
                     )
                 db.execute("COMMIT")
         except BaseException:
@@ -392,7 +405,9 @@ class SQLitePeerStore(PeerStore):
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
             raise
-        self._queued, self._acks = [], []
+        self._queued = []
+        if acks:
+            self._acks = []
 
 
 def open_peer_store(spec: str | Path | PeerStore | None) -> PeerStore:

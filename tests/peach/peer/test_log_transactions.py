@@ -15,8 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from peach import FeasibleAction, PeachAdapter
 from peach.peer import MemoryNetwork, PeerExecutor, SQLitePeerStore
+from peach.peer import _store as peer_store
 from peach.peer import _wire as wire
 from peach.peer.directory import AGENT_HEADER, SIGNATURE_HEADER, sign
 from tests.conftest import SIMPLE_CREATE, SIMPLE_CREATED, load
@@ -86,7 +89,13 @@ async def test_the_messages_of_one_request_are_written_in_one_transaction(
         assert [r.instances[0]["action"] for r in business_ex.store.load()] == ["Create"] * 5
 
 
-async def test_acknowledgements_are_written_with_the_next_transaction(tmp_path: Path) -> None:
+async def test_acknowledgements_wait_for_a_request_or_a_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attempt's transaction is on its way to the peers: it carries the
+    acknowledgements only once ``ACKS_AT_ONCE`` wait; a request's carries them
+    all, and so does closing the store."""
+    monkeypatch.setattr(peer_store, "ACKS_AT_ONCE", 4)
     network = MemoryNetwork()
     platform_ex, business_ex, platform, business = agents(tmp_path, network, (True, False))
     async with platform, business:
@@ -94,17 +103,19 @@ async def test_acknowledgements_are_written_with_the_next_transaction(tmp_path: 
             for _ in range(3):
                 await create(platform)
             await settle([platform_ex, business_ex])
-        assert len(written) == 3  # the attempts; the acknowledgement, none of its own
-        assert len(platform_ex.store.outbox()) == 3  # (still in the file, and harmless)
+        assert len(written) == 3  # the attempts; the acknowledgements, none of their own
         with commits(platform_ex) as written:
-            await create(platform)
+            await create(platform)  # 3 acknowledgements wait: not written with it
         assert written == ["COMMIT"]
-        assert [seq for _, seq, _ in platform_ex.store.outbox()] == [4]
+        assert [seq for _, seq, _ in platform_ex.store.outbox()] == [1, 2, 3, 4]
+        await settle([platform_ex, business_ex])  # 4 wait now
+        await create(platform)  # its transaction writes them
+        assert [seq for _, seq, _ in platform_ex.store.outbox()] == [5]
         await settle([platform_ex, business_ex])
     # Stopped: what was acknowledged since is written too.
     again = SQLitePeerStore(tmp_path / "platform.db")
     again.open("platform")
-    assert again.outbox() == [] and len(again.load()) == 4
+    assert again.outbox() == [] and len(again.load()) == 5
     again.close()
 
 
