@@ -119,6 +119,28 @@ async def test_acknowledgements_wait_for_a_request_or_a_few(
     again.close()
 
 
+async def test_a_requests_transaction_writes_the_acknowledgements_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(peer_store, "ACKS_AT_ONCE", 1000)
+    network = MemoryNetwork()
+    platform_ex, business_ex, platform, business = agents(tmp_path, network)
+
+    @business.on_enabled("Created")
+    async def answer(feasible: FeasibleAction) -> None:
+        await business.attempt([feasible.bind(id=f"chk-{feasible.fixed['cid']}", **SIMPLE_CREATED)])
+
+    async with platform, business:
+        for _ in range(3):
+            await create(platform)
+        await settle([platform_ex, business_ex])
+        # Each Create was acknowledged; Business's Createds came as requests,
+        # whose transactions on Platform wrote the acknowledgements waiting (the
+        # last Create's may come after the last request: then it waits still).
+        assert len(platform_ex.store.load()) == 6
+        assert {seq for _, seq, _ in platform_ex.store.outbox()} <= {5}
+
+
 async def test_an_attempt_made_on_a_received_message_is_written_with_it(tmp_path: Path) -> None:
     network = MemoryNetwork()
     platform_ex, business_ex, platform, business = agents(tmp_path, network)
