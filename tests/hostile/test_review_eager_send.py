@@ -269,34 +269,54 @@ async def test_what_was_held_behind_a_request_sent_alone_goes_when_that_request_
         assert platform_ex.outstanding() == 0
 
 
-async def test_stopping_with_a_request_sent_alone_under_way_gives_everything_back() -> None:
-    # The peer holds the request sent alone (a fake peer that reads it and never
-    # answers): stop() returns, the request is cancelled, its place is given
-    # back, and nothing is left running or unretrieved.
+async def answered(platform_ex: Any) -> None:
+    """Until every message Platform sent is answered."""
+    while platform_ex.outstanding():
+        platform_ex.progress.clear()
+        await asyncio.wait_for(platform_ex.progress.wait(), 5)
+
+
+@contextlib.asynccontextmanager
+async def platform_facing(url: str) -> AsyncIterator[tuple[Any, Any, LeanClient]]:
+    """Platform, peer to peer with the fake peer at ``url`` as Business, once a
+    first Create is answered (its connection kept): the adapter, its executor,
+    and its client for that peer."""
     from peach import PeachAdapter
     from peach.peer import PeerExecutor
     from tests.conftest import SIMPLE_CREATE, load
     from tests.peach.test_peer import directory
 
     simple = load("atomic-ucp.lsh")
+    roles = directory([simple], ROLES, http=True)
+    real = roles.peers["business"]
+    roles.peers["business"] = Peer(real.name, real.secret, real.roles, url, real.acts_for)
+    platform_ex = PeerExecutor("platform", roles, retry_initial=0.01, retry_max=0.05)
+    platform = PeachAdapter("platform", simple, "Platform", platform_ex)
+    async with platform:
+        await platform.attempt([platform.build_action("Create", SIMPLE_CREATE)])
+        await answered(platform_ex)
+        transport = platform_ex.transport
+        assert isinstance(transport, HTTPTransport)
+        client = transport._clients[url]
+        assert isinstance(client, LeanClient) and client.ready()
+        yield platform, platform_ex, client
+
+
+def create(platform: Any) -> list[Any]:
+    from tests.conftest import SIMPLE_CREATE
+
+    return [platform.build_action("Create", SIMPLE_CREATE)]
+
+
+async def test_stopping_with_a_request_sent_alone_under_way_gives_everything_back() -> None:
+    # The peer holds the request sent alone (a fake peer that reads it and never
+    # answers): stop() returns, the request is cancelled, its place is given
+    # back, and nothing is left running or unretrieved.
     async with server() as (url, b):
-        roles = directory([simple], ROLES, http=True)
-        real = roles.peers["business"]
-        roles.peers["business"] = Peer(real.name, real.secret, real.roles, url, real.acts_for)
-        platform_ex = PeerExecutor("platform", roles, retry_initial=0.01, retry_max=0.05)
-        platform = PeachAdapter("platform", simple, "Platform", platform_ex)
-        async with platform:
-            await platform.attempt([platform.build_action("Create", SIMPLE_CREATE)])
-            while platform_ex.outstanding():  # answered (accepted): a kept connection
-                platform_ex.progress.clear()
-                await asyncio.wait_for(platform_ex.progress.wait(), 5)
-            transport = platform_ex.transport
-            assert isinstance(transport, HTTPTransport)
-            client = transport._clients[url]
-            assert isinstance(client, LeanClient) and client.ready()
+        async with platform_facing(url) as (platform, _, client):
             b.plan += ["hold"] * 10  # from now on, held for good
             b.head.clear()
-            await platform.attempt([platform.build_action("Create", SIMPLE_CREATE)])
+            await platform.attempt(create(platform))
             assert client.http._places.free == client.http.max_connections - 1
             await b.head.wait()  # written inside attempt(), and held
             assert b.connections == 1
@@ -313,32 +333,10 @@ async def test_a_request_sent_alone_on_a_connection_the_peer_just_closed_goes_ag
     # The peer closes its kept connection (a restart) in the very step the
     # attempt is made: the request is written on it, found stale (no answer),
     # and sent once more on a new connection.
-    from peach import PeachAdapter
-    from peach.peer import PeerExecutor
-    from tests.conftest import SIMPLE_CREATE, load
-    from tests.peach.test_peer import directory
-
-    simple = load("atomic-ucp.lsh")
-    async with server() as (url, b):
-        roles = directory([simple], ROLES, http=True)
-        real = roles.peers["business"]
-        roles.peers["business"] = Peer(real.name, real.secret, real.roles, url, real.acts_for)
-        platform_ex = PeerExecutor("platform", roles, retry_initial=0.01, retry_max=0.05)
-        platform = PeachAdapter("platform", simple, "Platform", platform_ex)
-        async with platform:
-            await platform.attempt([platform.build_action("Create", SIMPLE_CREATE)])
-            while platform_ex.outstanding():
-                platform_ex.progress.clear()
-                await asyncio.wait_for(platform_ex.progress.wait(), 5)
-            transport = platform_ex.transport
-            assert isinstance(transport, HTTPTransport)
-            client = transport._clients[url]
-            assert isinstance(client, LeanClient) and client.ready()
-            b.writers[0].transport.abort()  # its socket closed in the next step
-            await platform.attempt([platform.build_action("Create", SIMPLE_CREATE)])
-            assert client.http._places.free == client.http.max_connections - 1  # sent now
-            while platform_ex.outstanding():
-                platform_ex.progress.clear()
-                await asyncio.wait_for(platform_ex.progress.wait(), 5)
-            assert b.connections == 2 and b.messages == 2  # each message answered once
-            assert client.http._places.free == client.http.max_connections
+    async with server() as (url, b), platform_facing(url) as (platform, platform_ex, client):
+        b.writers[0].transport.abort()  # its socket closed in the next step
+        await platform.attempt(create(platform))
+        assert client.http._places.free == client.http.max_connections - 1  # sent now
+        await answered(platform_ex)
+        assert b.connections == 2 and b.messages == 2  # each message answered once
+        assert client.http._places.free == client.http.max_connections

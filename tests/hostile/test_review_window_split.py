@@ -12,6 +12,8 @@ Windows are held open on events (tests/syncserver/test_window_split.py's
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,36 @@ async def log_of(server: SyncServer) -> list[Batch]:
     return await server.read("default", "SimpleUCP", server.agent("default", "p0"), 0, 999)
 
 
+@contextlib.asynccontextmanager
+async def windowed(
+    monkeypatch: pytest.MonkeyPatch, store: Any, bound: int
+) -> AsyncIterator[tuple[SyncServer, Ledger, Arrivals]]:
+    """A server under the batched policy, with ``bound`` for its window's
+    parts, whose window closes once all ``COUNT`` attempts have arrived."""
+    monkeypatch.setattr(_window, "WINDOW_BATCH_BYTES", bound)
+    options: dict[str, Any] = {"store": store, "policy": "batched", "batch_window_ms": 1}
+    async with SyncServer.embedded([SIMPLE], AGENTS, **options) as server:
+        ledger = server.ledgers[P]
+        window = Arrivals(COUNT)
+        monkeypatch.setattr(ledger, "_window", window)
+        gate(monkeypatch, ledger, "_close_window", window)
+        yield server, ledger, window
+
+
+async def seqs_until(stream: Any, last: int) -> list[int]:
+    """The seqs a subscription yields, up to ``last`` (within 2 s); closes it."""
+    seen: list[int] = []
+    try:
+        async with asyncio.timeout(2):
+            async for batch in stream:
+                seen.append(batch.seq)
+                if batch.seq >= last:
+                    break
+    finally:
+        await stream.aclose()
+    return seen
+
+
 def dense(batches: list[Batch]) -> None:
     assert [b.seq for b in batches] == list(range(1, len(batches) + 1))
     cids = [e.instance["cid"] for b in batches for e in b.entries]
@@ -107,15 +139,9 @@ async def test_sqlite_each_part_written_at_once_and_part_two_fails(
     than QUIET (a large part does): part 2 fails in ``_write_now``; parts 3..
     were numbered but never queued. Part 1 stands; the rest get 503, the log
     has no hole, and numbering resumes right after part 1."""
-    monkeypatch.setattr(_window, "WINDOW_BATCH_BYTES", bound_for(2.5))
     monkeypatch.setattr(Ledger, "QUIET", -1.0)  # every part's write at once
     store = FailingSQLite(tmp_path / "log.db")
-    options: dict[str, Any] = {"store": store, "policy": "batched", "batch_window_ms": 1}
-    async with SyncServer.embedded([SIMPLE], AGENTS, **options) as server:
-        ledger = server.ledgers[P]
-        window = Arrivals(COUNT)
-        monkeypatch.setattr(ledger, "_window", window)
-        gate(monkeypatch, ledger, "_close_window", window)
+    async with windowed(monkeypatch, store, bound_for(2.5)) as (server, ledger, window):
         async with asyncio.timeout(2):
             done = await asyncio.gather(*(attempt(server, a) for a in AGENTS))
         answers = dict(zip(AGENTS, done, strict=True))
@@ -135,14 +161,8 @@ async def test_resends_and_cancelled_callers_while_later_parts_commit(
     id (of the first part and of later ones) waits for the commit and gets
     the original receipt; a caller that stopped waiting has its attempt
     finalized all the same, and its resend gets its receipt."""
-    monkeypatch.setattr(_window, "WINDOW_BATCH_BYTES", bound_for(2.5))
     store = HeldMemory()
-    options: dict[str, Any] = {"store": store, "policy": "batched", "batch_window_ms": 1}
-    async with SyncServer.embedded([SIMPLE], AGENTS, **options) as server:
-        ledger = server.ledgers[P]
-        window = Arrivals(COUNT)
-        monkeypatch.setattr(ledger, "_window", window)
-        gate(monkeypatch, ledger, "_close_window", window)
+    async with windowed(monkeypatch, store, bound_for(2.5)) as (server, ledger, window):
         first = {a: asyncio.ensure_future(attempt(server, a)) for a in AGENTS}
         async with asyncio.timeout(2):
             await store.entered.wait()  # every part numbered, their write held
@@ -175,14 +195,8 @@ async def test_a_later_window_is_numbered_after_every_part(
 ) -> None:
     """A window that closes while the previous window's parts are still being
     written is numbered after all of them, and the log stays dense."""
-    monkeypatch.setattr(_window, "WINDOW_BATCH_BYTES", bound_for(2.5))
     store = HeldMemory()
-    options: dict[str, Any] = {"store": store, "policy": "batched", "batch_window_ms": 1}
-    async with SyncServer.embedded([SIMPLE], AGENTS, **options) as server:
-        ledger = server.ledgers[P]
-        window = Arrivals(COUNT)
-        monkeypatch.setattr(ledger, "_window", window)
-        gate(monkeypatch, ledger, "_close_window", window)
+    async with windowed(monkeypatch, store, bound_for(2.5)) as (server, ledger, _):
         numbered = asyncio.Event()
         calls = 0
         number_window = ledger.number_window
@@ -242,14 +256,8 @@ async def test_shutdown_mid_window_answers_every_attempt(
 ) -> None:
     """The server stops while a split window's write is held: every attempt
     is answered (its receipt, as its part committed), none left waiting."""
-    monkeypatch.setattr(_window, "WINDOW_BATCH_BYTES", bound_for(2.5))
     store = HeldMemory()
-    options: dict[str, Any] = {"store": store, "policy": "batched", "batch_window_ms": 1}
-    async with SyncServer.embedded([SIMPLE], AGENTS, **options) as server:
-        ledger = server.ledgers[P]
-        window = Arrivals(COUNT)
-        monkeypatch.setattr(ledger, "_window", window)
-        gate(monkeypatch, ledger, "_close_window", window)
+    async with windowed(monkeypatch, store, bound_for(2.5)) as (server, ledger, _):
         tasks = [asyncio.ensure_future(attempt(server, a)) for a in AGENTS]
         async with asyncio.timeout(2):
             await store.entered.wait()
@@ -266,15 +274,9 @@ async def test_a_held_write_that_fails_answers_the_whole_window(
     """One transaction holds every part (a store that waits): it fails, so
     every attempt is answered 503, once; the state is rebuilt and numbering
     starts again at 1."""
-    monkeypatch.setattr(_window, "WINDOW_BATCH_BYTES", bound_for(2.5))
     store = HeldMemory()
     store.fail = True
-    options: dict[str, Any] = {"store": store, "policy": "batched", "batch_window_ms": 1}
-    async with SyncServer.embedded([SIMPLE], AGENTS, **options) as server:
-        ledger = server.ledgers[P]
-        window = Arrivals(COUNT)
-        monkeypatch.setattr(ledger, "_window", window)
-        gate(monkeypatch, ledger, "_close_window", window)
+    async with windowed(monkeypatch, store, bound_for(2.5)) as (server, _, _):
         store.release.set()
         async with asyncio.timeout(2):
             answers = await asyncio.gather(*(attempt(server, a) for a in AGENTS))
@@ -328,16 +330,7 @@ async def test_two_servers_windows_over_postgres_stay_whole_and_dense(
                 f"{p}-b",
             ]
         for stream in streams.values():
-            seen: list[int] = []
-            try:
-                async with asyncio.timeout(2):
-                    async for batch in stream:
-                        seen.append(batch.seq)
-                        if batch.seq >= len(log):
-                            break
-            finally:
-                await stream.aclose()
-            assert seen == list(range(1, len(log) + 1))
+            assert await seqs_until(stream, len(log)) == list(range(1, len(log) + 1))
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["commits", "write-fails"])
@@ -406,16 +399,7 @@ async def test_a_turn_numbering_parts_after_missed_batches(
                 f"{p}-a",
                 f"{p}-b",
             ]
-        seen: list[int] = []
-        try:
-            async with asyncio.timeout(2):
-                async for batch in stream:
-                    seen.append(batch.seq)
-                    if batch.seq >= len(log):
-                        break
-        finally:
-            await stream.aclose()
-        assert seen == list(range(1, len(log) + 1))
+        assert await seqs_until(stream, len(log)) == list(range(1, len(log) + 1))
         assert ledger.committed_seq == len(log) and ledger.next_seq == len(log) + 1
 
 
@@ -545,13 +529,9 @@ async def test_a_window_larger_than_a_streams_backlog_reaches_it_whole(
     from syncserver.feed import Lagging
 
     bound = bound_for(2.5)
-    monkeypatch.setattr(_window, "WINDOW_BATCH_BYTES", bound if split else 1 << 40)
-    options: dict[str, Any] = {"store": ":memory:", "policy": "batched", "batch_window_ms": 1}
-    async with SyncServer.embedded([SIMPLE], AGENTS, **options) as server:
-        ledger = server.ledgers[P]
-        window = Arrivals(COUNT)
-        monkeypatch.setattr(ledger, "_window", window)
-        gate(monkeypatch, ledger, "_close_window", window)
+    async with windowed(
+        monkeypatch, ":memory:", bound if split else 1 << 40
+    ) as (server, ledger, _):
         subscribers = Registering()
         monkeypatch.setattr(ledger, "subscribers", subscribers)
         stream = ledger.subscribe(0, max_bytes=2 * bound)
