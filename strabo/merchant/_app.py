@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import Route
 
 from . import _discovery
@@ -15,6 +16,7 @@ from ._ap2 import Ap2, Ap2Settings
 from ._csvdata import load_data_dir
 from ._discovery import MCP_PATH
 from ._errors import EXCEPTION_HANDLERS
+from ._headers import RefuseControlHeaders
 from ._negotiation import NegotiatingProfiles
 from ._routes import Endpoints
 from ._versioning import SERVED
@@ -107,6 +109,7 @@ def create_app(
             yield
 
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS,
+                    middleware=[Middleware(RefuseControlHeaders)],  # before any route
                     lifespan=lifespan if running else None)
     for transport in running:
         transport.bind(app)
