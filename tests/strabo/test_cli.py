@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from strabo import __version__
 from tests.conftest import PROTOCOLS
 
@@ -89,8 +91,8 @@ def test_only_the_subcommand_given_is_imported() -> None:
         "    main(sys.argv[1:])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print(sorted(m for m in ('peach.mcp.cli', 'syncserver.cli', 'peach.llm.cli')"
-        " if m in sys.modules))\n"
+        "print(sorted(m for m in ('peach.mcp.cli', 'syncserver.cli', 'peach.llm.cli',"
+        " 'syncserver.server', 'asyncpg') if m in sys.modules))\n"
     )
 
     def imported(*args: str) -> tuple[str, str]:
@@ -103,3 +105,21 @@ def test_only_the_subcommand_given_is_imported() -> None:
     assert listed == "[]"
     assert "mcp" in text and "syncserver" in text  # listed all the same
     assert imported("syncserver", "--help")[0] == "['syncserver.cli']"
+    # The language's commands load the language, not the engine (0.4 s at every start).
+    assert imported("check", "--help")[0] == "[]"
+    assert imported("protocols")[0] == "[]"
+
+
+def test_the_engine_exports_every_name_it_lists_on_first_use() -> None:
+    """``syncserver`` loads its names lazily (``strabo check`` needs only a corner
+    of it): each listed name resolves, to the object its module defines."""
+    import importlib
+
+    import syncserver
+
+    assert sorted(syncserver.__all__) == sorted(syncserver._EXPORTS)
+    for name, module in syncserver._EXPORTS.items():
+        assert getattr(syncserver, name) is getattr(importlib.import_module(module), name)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        syncserver.Nothing  # noqa: B018
+    assert "SyncServer" in dir(syncserver)
