@@ -37,12 +37,24 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langshaw import LangshawProtocol
+from syncserver._pgsql import (
+    APPEND,
+    COLUMNS,
+    NOTE_BYTES,
+    RECORD,
+    SCHEMA,
+    SCHEMA_LOCK,
+    SCHEMA_VERSION,
+    Rows,
+    define_functions,
+)
 from syncserver.batch import Batch
 from syncserver.store import (
+    Hearing,
     SharedStore,
     StoreError,
     Turn,
@@ -63,108 +75,6 @@ log = logging.getLogger("strabo.syncserver")
 def channel(mas: str) -> str:
     """The notification channel of one MAS (an identifier, whatever the name)."""
     return "strabo_" + hashlib.sha1(mas.encode()).hexdigest()[:20]
-
-
-_SCHEMA_VERSION = "1"
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS strabo_instances (
-    mas TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    seq BIGINT NOT NULL,
-    idx INTEGER NOT NULL,
-    root TEXT NOT NULL,
-    action TEXT NOT NULL,
-    performer TEXT NOT NULL,
-    bindings TEXT NOT NULL,
-    attempt_id TEXT,
-    PRIMARY KEY (mas, protocol, seq, idx)
-);
-CREATE INDEX IF NOT EXISTS strabo_instances_by_root ON strabo_instances (mas, protocol, root);
-CREATE INDEX IF NOT EXISTS strabo_instances_by_attempt
-    ON strabo_instances (mas, protocol, performer, attempt_id) WHERE attempt_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS strabo_ledgers (
-    mas TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    last_seq BIGINT NOT NULL,
-    PRIMARY KEY (mas, protocol)
-);
-CREATE TABLE IF NOT EXISTS strabo_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS strabo_protocols (
-    mas TEXT NOT NULL,
-    protocol TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    meaning TEXT NOT NULL,
-    PRIMARY KEY (mas, protocol)
-);
-"""
-# Servers starting at once must not race on CREATE TABLE: a transaction-level
-# advisory lock on this arbitrary constant serializes schema creation.
-_SCHEMA_LOCK = 0x5354_5241_424F
-_COLUMNS = "seq, idx, action, performer, bindings, attempt_id"
-# A ledger's lock: the two-integer form of a transaction-level advisory lock,
-# this class and :func:`_ledger_key`; held until the holder's transaction has
-# ended (committed: visible to the next holder's reads).
-_TURN_LOCK = 0x5354_5254
-# Take the ledger, read what the caller missed (one range scan), and unless a
-# row of it touches one of p_roots or holds one of the attempt ids written (by
-# the same performer: a clash), write p_count batches after the
-# last one (p_rel: 1 for the first), move the counter and notify. Returns the
-# missed rows, then the last seq before the write (r_idx -1; -2: a clash). In
-# PL/pgSQL each statement takes a new snapshot: the reads after the lock see
-# the commit it waited for, which one plain statement would not.
-_FUNCTION = "strabo_append_1"
-_DEFINITION = f"""
-CREATE OR REPLACE FUNCTION strabo_append_1(p_mas text, p_protocol text, p_after bigint,
-    p_key integer, p_roots text[], p_count integer, p_rel integer[],
-    p_idx integer[], p_root text[], p_action text[], p_performer text[], p_bindings text[],
-    p_attempt text[], p_channel text)
-RETURNS TABLE (r_seq bigint, r_idx integer, r_action text, r_performer text,
-               r_bindings text, r_attempt text, r_root text)
-LANGUAGE plpgsql AS $body$
-DECLARE
-    v_last bigint;
-    v_clash boolean := false;
-BEGIN
-    PERFORM pg_advisory_xact_lock({_TURN_LOCK}, p_key);
-    SELECT l.last_seq INTO v_last FROM strabo_ledgers l
-        WHERE l.mas = p_mas AND l.protocol = p_protocol;
-    IF v_last IS NULL THEN  -- the ledger's first turn anywhere
-        INSERT INTO strabo_ledgers VALUES (p_mas, p_protocol, 0);
-        v_last := 0;
-    END IF;
-    FOR r_seq, r_idx, r_action, r_performer, r_bindings, r_attempt, r_root IN
-        SELECT i.seq, i.idx, i.action, i.performer, i.bindings, i.attempt_id, i.root
-        FROM strabo_instances i
-        WHERE i.mas = p_mas AND i.protocol = p_protocol AND i.seq > p_after
-            AND i.seq <= v_last
-        ORDER BY i.seq, i.idx
-    LOOP
-        v_clash := v_clash OR r_root = ANY (p_roots) OR (r_attempt IS NOT NULL AND EXISTS (
-            SELECT 1 FROM unnest(p_performer, p_attempt) AS u(pf, at)
-            WHERE u.at = r_attempt AND u.pf = r_performer));
-        RETURN NEXT;
-    END LOOP;
-    IF p_count > 0 AND NOT v_clash THEN
-        UPDATE strabo_ledgers SET last_seq = v_last + p_count
-            WHERE mas = p_mas AND protocol = p_protocol;
-        INSERT INTO strabo_instances (mas, protocol, seq, idx, root, action, performer,
-                                      bindings, attempt_id)
-            SELECT p_mas, p_protocol, v_last + u.r, u.i, u.root, u.action, u.performer,
-                   u.bindings, u.attempt
-            FROM unnest(p_rel, p_idx, p_root, p_action, p_performer, p_bindings, p_attempt)
-                AS u(r, i, root, action, performer, bindings, attempt);
-        PERFORM pg_notify(p_channel,
-                          json_build_array(p_mas, p_protocol, v_last + p_count)::text);
-    END IF;
-    r_seq := v_last;
-    r_idx := CASE WHEN v_clash THEN -2 ELSE -1 END;
-    r_action := NULL; r_performer := NULL; r_bindings := NULL; r_attempt := NULL; r_root := NULL;
-    RETURN NEXT;
-END
-$body$"""
-_APPEND = f"SELECT * FROM strabo_append_1({', '.join(f'${i}' for i in range(1, 15))})"
-Rows = Sequence[tuple[int, int, str, str, str, str, str | None]]
-_RECORD = "INSERT INTO strabo_protocols VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
 
 
 def _ledger_key(mas: str, protocol: str) -> int:
@@ -190,7 +100,7 @@ class PostgresStore(SharedStore):
         self.poll_interval = poll_interval
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncpg.Connection | None = None
-        self._watchers: dict[tuple[str, str], Callable[[int], None]] = {}
+        self._watchers: dict[tuple[str, str], Hearing] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._reconnect: asyncio.Event | None = None
@@ -220,19 +130,19 @@ class PostgresStore(SharedStore):
                 reset=_keep_session,
             )
             async with self._pool.acquire() as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
-                await conn.execute(_SCHEMA)
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+                await conn.execute(SCHEMA)
                 version = await conn.fetchval("SELECT value FROM strabo_meta WHERE key = 'schema'")
                 if version is None:
                     await conn.execute(
-                        "INSERT INTO strabo_meta VALUES ('schema', $1)", _SCHEMA_VERSION
+                        "INSERT INTO strabo_meta VALUES ('schema', $1)", SCHEMA_VERSION
                     )
-                elif version != _SCHEMA_VERSION:
+                elif version != SCHEMA_VERSION:
                     raise StoreError(
                         f"{redact(self.url)}: schema version {version}, "
-                        f"this strabo reads {_SCHEMA_VERSION}"
+                        f"this strabo reads {SCHEMA_VERSION}"
                     )
-                await _define_functions(conn)
+                await define_functions(conn)
             await self._listen()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             await self._close_connections()
@@ -280,7 +190,7 @@ class PostgresStore(SharedStore):
 
     # Hearing of other servers' commits --------------------------------------------
 
-    async def watch(self, mas: str, protocol: str, callback: Callable[[int], None]) -> None:
+    async def watch(self, mas: str, protocol: str, callback: Hearing) -> None:
         self._watchers[(mas, protocol)] = callback
         if self._listener is not None and sum(m == mas for m, _ in self._watchers) == 1:
             await self._listener.add_listener(channel(mas), self._notified)
@@ -298,15 +208,18 @@ class PostgresStore(SharedStore):
         self._listener = listener
 
     def _notified(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
-        """A commit on one of the hosted MASes (the payload names the ledger)."""
+        """A commit on one of the hosted MASes: the payload names the ledger and
+        its new last seq, then (when they fit) the seq before the commit and
+        the rows it wrote."""
         try:
-            mas, protocol, seq = json.loads(str(payload))
-        except (ValueError, TypeError):
+            mas, protocol, seq, *carried = json.loads(str(payload))
+            rows = CarriedRows(int(carried[0]), carried[1]) if carried else None
+        except (ValueError, TypeError, IndexError):
             log.warning("unexpected notification on %s: %.200r", _channel, payload)
             return
         callback = self._watchers.get((mas, protocol))
         if callback is not None:
-            callback(int(seq))
+            callback(int(seq), rows)
 
     def _listener_lost(self, _conn: Any) -> None:
         if not self._closing and self._reconnect is not None:
@@ -411,11 +324,11 @@ class PostgresStore(SharedStore):
         columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in range(7)]
         count = rows[-1][0] if rows else 0
         key = _ledger_key(mas, name)
-        args = (mas, name, after, key, list(roots), count, *columns)
+        args = (mas, name, after, key, list(roots), count, *columns, channel(mas))
         if count:
-            found = await self._write(conn, _APPEND, *args, channel(mas))
+            found = await self._write(conn, APPEND, *args, _note(rows))
         else:
-            found = await conn.fetch(_APPEND, *args, channel(mas))
+            found = await conn.fetch(APPEND, *args, None)
         last = int(found[-1][0])
         if last > after:
             _check_dense(mas, name, [row[0] for row in found[:-1]], after, last)
@@ -446,7 +359,7 @@ class PostgresStore(SharedStore):
 
     async def _query(self, protocol: LangshawProtocol, where: str, *args: Any) -> list[Batch]:
         sql = (
-            f"SELECT {_COLUMNS} FROM strabo_instances WHERE mas = $1 AND protocol = $2 "
+            f"SELECT {COLUMNS} FROM strabo_instances WHERE mas = $1 AND protocol = $2 "
             f"{where} ORDER BY seq, idx"
         )
         try:
@@ -487,7 +400,7 @@ class PostgresStore(SharedStore):
         # recorded first (its insert made this one do nothing).
         try:
             async with self.pool.acquire() as conn:
-                await conn.execute(_RECORD, mas, protocol, fingerprint, meaning)
+                await conn.execute(RECORD, mas, protocol, fingerprint, meaning)
                 row = await conn.fetchrow(
                     "SELECT fingerprint, meaning FROM strabo_protocols "
                     "WHERE mas = $1 AND protocol = $2",
@@ -539,17 +452,27 @@ async def _keep_session(_conn: Any) -> None:
     rolls back a transaction left open."""
 
 
-async def _define_functions(conn: Any) -> None:
-    """Create the function turns call, or bring it to this version's text,
-    unless it is there as it should be (a server that did not create it may
-    not own it, and replacing it makes every session compile it again)."""
-    source = await conn.fetchval(
-        "SELECT prosrc FROM pg_proc WHERE proname = $1 "
-        "AND pronamespace = to_regnamespace(current_schema())",
-        _FUNCTION,
-    )
-    if source != _DEFINITION.split("$body$")[1]:
-        await conn.execute(_DEFINITION)
+def _note(rows: Rows) -> str | None:
+    """What a commit's notification carries of its rows: their JSON (seq
+    relative to the last before them; idx, action, performer, bindings' text,
+    attempt id), or None when it cannot fit (the followers then read the log)."""
+    note = json.dumps([(rel, idx, action, who, text, key) for rel, idx, _, action, who, text, key
+                       in rows], separators=(",", ":"))
+    return note if len(note) < NOTE_BYTES else None
+
+
+class CarriedRows:
+    """The rows a notification carried (``_note``): batches ``first`` on, decoded
+    only by a follower that can apply them as they come."""
+
+    def __init__(self, before: int, rows: list[list[Any]]) -> None:
+        self.first = before + 1
+        self._before = before
+        self._rows = rows
+
+    def batches(self, protocol: LangshawProtocol) -> list[Batch]:
+        before = self._before
+        return batches_of(protocol, [(before + rel, *rest) for rel, *rest in self._rows])
 
 
 def batches_of(protocol: LangshawProtocol, rows: Sequence[Any]) -> list[Batch]:

@@ -28,9 +28,12 @@ consecutive batches of bounded size (``syncserver._window``).
 
 Between turns, the server follows what the others commit (the store's
 notifications and polls) and publishes it to its own subscribers, so that any
-server streams every batch, in order. While a turn is coming it does not: the
-turn's statement brings what the replica missed, and a separate read would
-cost a query and hold the turn up.
+server streams every batch, in order. A notification carries the batches of
+its commit when they fit: they are applied as they come, without reading the
+log, unless a turn or a catch-up holds the replica (it may hold checks not
+yet written). The log is read only for what was not applied so, and not while
+a turn is coming: the turn's statement brings what the replica missed, and a
+separate read would cost a query and hold the turn up.
 
 A turn that fails after checking its attempts (the database went away) leaves
 the replica holding attempts that were perhaps never recorded, so it is
@@ -55,7 +58,7 @@ from syncserver._rebuilding import Rebuilding
 from syncserver.attempt import Attempt, AttemptIds, Receipt, Rejection, same_instances
 from syncserver.batch import Batch
 from syncserver.errors import ServiceError
-from syncserver.store import SharedStore, StoreError, Turn, root_text
+from syncserver.store import Carried, SharedStore, StoreError, Turn, root_text
 
 log = logging.getLogger("strabo.syncserver")
 
@@ -532,12 +535,21 @@ class SharedFinalizer(Rebuilding):
 
     # Following the others -----------------------------------------------------------
 
-    def heard(self, seq: int) -> None:
-        """Some server committed up to ``seq``: follow it, unless already there
-        or a turn is due (which reads it). The store answered, so a rebuild
-        waiting for its next try tries now."""
+    def heard(self, seq: int, carried: Carried | None = None) -> None:
+        """Some server committed up to ``seq``: apply the batches ``carried``
+        (module docstring), or read them, unless already there or a turn is
+        due. The store answered, so a rebuild waiting for its next try tries now."""
         self._heard.set()
         self._known = max(self._known, seq)
+        ledger = self.ledger
+        free = not (self._lock.locked() or self._closed or ledger.rebuilding or ledger.stale)
+        if carried is not None and carried.first == ledger.committed_seq + 1 and free:
+            try:
+                for batch in carried.batches(ledger.protocol):
+                    if not ledger.follow(batch):
+                        break
+            except Exception:  # a bug: the log is read instead
+                log.exception("%s: cannot apply a commit heard of", ledger.mas)
         self._catch_up()
 
     def _turn_coming(self) -> bool:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from langshaw import ActionInstance, LangshawProtocol
@@ -136,6 +136,21 @@ class Turn:
         self.batches.extend(batches)
 
 
+class Carried(Protocol):
+    """The batches a commit's notification carried: ``first`` on, decoded on
+    demand (a follower that cannot apply them now reads the log later)."""
+
+    first: int
+
+    def batches(self, protocol: LangshawProtocol) -> list[Batch]: ...
+
+
+class Hearing(Protocol):
+    """What :meth:`SharedStore.watch` calls: told of a commit up to ``seq``."""
+
+    def __call__(self, seq: int, carried: Carried | None = None, /) -> None: ...
+
+
 class SharedStore(Store):
     """A log that several SyncServers write at once (PostgreSQL).
 
@@ -153,9 +168,10 @@ class SharedStore(Store):
         """An exclusive turn at the ledger; ``after`` is the last batch the caller holds."""
         raise NotImplementedError
 
-    async def watch(self, mas: str, protocol: str, callback: Callable[[int], None]) -> None:
-        """Call ``callback(seq)`` when some server may have committed batches up
-        to ``seq`` (hints: notifications, and polls in case one was missed)."""
+    async def watch(self, mas: str, protocol: str, callback: Hearing) -> None:
+        """Call ``callback(seq, carried)`` when some server may have committed
+        batches up to ``seq`` (hints: notifications, and polls in case one was
+        missed); ``carried``, when not None, holds the batches of that commit."""
         raise NotImplementedError
 
     def unwatch(self, mas: str, protocol: str) -> None:

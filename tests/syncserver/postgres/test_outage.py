@@ -124,7 +124,7 @@ async def test_an_outage_is_one_log_line_and_the_store_recovers(
     store = PostgresStore(url, poll_interval=0.05)
     await store.open()
     try:
-        await store.watch(MAS, "SimpleUCP", lambda seq: None)
+        await store.watch(MAS, "SimpleUCP", lambda seq, carried=None: None)
         await store.append(MAS, SIMPLE, [Batch("SimpleUCP", 1, (Entry(create("c1"), "p", "a"),))])
         await relay.cut()
 

@@ -23,8 +23,9 @@ import pytest
 
 from langshaw import ActionInstance, LangshawProtocol
 from syncserver import Batch, Entry, Rejected, StoreError, SyncServer, open_store
-from syncserver._pgstore import _APPEND, PostgresStore, _ledger_key
-from syncserver.store import Store, Turn
+from syncserver._pgsql import APPEND as _APPEND
+from syncserver._pgstore import PostgresStore, _ledger_key
+from syncserver.store import Carried, Store, Turn
 from tests.conftest import PROTOCOLS, SIMPLE_CREATE, SIMPLE_CREATED, load
 
 SIMPLE = load("atomic-ucp.lsh")
@@ -279,7 +280,7 @@ async def test_turns_of_one_ledger_run_one_at_a_time_across_servers(pg_url: str)
                 with pytest.raises(asyncpg.LockNotAvailableError):
                     key = _ledger_key(MAS, "SimpleUCP")
                     nothing = [[] for _ in range(7)]  # no rows to write
-                    await conn.fetch(_APPEND, MAS, "SimpleUCP", 0, key, [], 0, *nothing, "")
+                    await conn.fetch(_APPEND, MAS, "SimpleUCP", 0, key, [], 0, *nothing, "", None)
             task = asyncio.create_task(later())
             turn.append(batches()[:2])
         await asyncio.wait_for(task, 10)
@@ -310,10 +311,14 @@ async def test_other_servers_hear_of_each_commit(pg_url: str) -> None:
     async with opened(pg_url) as writer, opened(pg_url) as listener:
         assert isinstance(listener, PostgresStore)
         heard: list[int] = []
+        carried: list[Batch] = []
         changed = asyncio.Event()
 
-        def hear(seq: int) -> None:
+        def hear(seq: int, rows: Carried | None = None) -> None:
             heard.append(seq)
+            if rows is not None:  # what the commit wrote rides along: no read needed
+                assert rows.first == len(carried) + 1
+                carried.extend(rows.batches(SIMPLE))
             changed.set()
 
         await listener.watch(MAS, "SimpleUCP", hear)
@@ -326,6 +331,11 @@ async def test_other_servers_hear_of_each_commit(pg_url: str) -> None:
         # A notification per commit, with its last seq (a poll may repeat one).
         assert 1 in heard and set(heard) == {1, 3}
         assert await listener.last_seq(MAS, "SimpleUCP") == 3
+        # Each notification carried its commit's batches, as written.
+        assert shape(carried) == shape(batches())
+        assert [e._json for b in carried for e in b.entries] == [
+            e.bindings_json for b in batches() for e in b.entries
+        ]
 
 
 async def test_a_database_of_another_schema_or_unreachable_is_refused(pg_url: str) -> None:

@@ -72,6 +72,13 @@ async def test_two_servers_windows_over_postgres_stay_whole_and_dense(
             assert await seqs_until(stream, len(log)) == list(range(1, len(log) + 1))
 
 
+def follows_nothing(monkeypatch: pytest.MonkeyPatch, finalizer: Any) -> None:
+    """A server that lags: it does not catch up, and notifications carry no
+    rows it could apply as they come (as when they do not fit)."""
+    monkeypatch.setattr(finalizer, "_catch_up", lambda: None)
+    monkeypatch.setattr("syncserver._pgstore._note", lambda rows: None)
+
+
 @pytest.mark.parametrize("fail", [False, True], ids=["commits", "write-fails"])
 async def test_a_turn_numbering_parts_after_missed_batches(
     pg_url: str,
@@ -94,7 +101,7 @@ async def test_a_turn_numbering_parts_after_missed_batches(
         ledger = a.ledgers[P]
         finalizer = ledger._shared
         assert finalizer is not None
-        monkeypatch.setattr(finalizer, "_catch_up", lambda: None)  # a follows nothing
+        follows_nothing(monkeypatch, finalizer)  # a
         theirs = await attempt(b, "p7", other_of("p7"), "theirs")
         assert theirs.seq == 1 and ledger.committed_seq == 0
         window = Arrivals(len(agents))
@@ -160,7 +167,7 @@ async def test_a_resend_to_another_server_gets_its_part_s_receipt(
         finalizer = a.ledgers[P]._shared
         follower = b.ledgers[P]._shared
         assert finalizer is not None and follower is not None
-        monkeypatch.setattr(follower, "_catch_up", lambda: None)  # b follows nothing
+        follows_nothing(monkeypatch, follower)  # b
         window = Arrivals(COUNT)
         monkeypatch.setattr(finalizer, "_queue", window)
         gate(monkeypatch, finalizer, "_turn", window)
