@@ -24,6 +24,9 @@ WAL's size, and what batched answers carry.
 With ``--fanout S``, only what S event-stream subscribers cost the server
 against one (``bench/_fanout.py``).
 
+With ``--db --follow``, what a server that only follows another's commits
+spends per action (``bench/_following.py``).
+
 With ``--db``, only the scale-out comparison (``bench/_scaleout.py``): latency
 and throughput of 1, 2 and 3 SyncServers (``--instances``) sharing the
 PostgreSQL log, against one SyncServer on SQLite and the echo baseline.
@@ -409,6 +412,12 @@ if __name__ == "__main__":
         help="instead: what S event-stream subscribers cost, against one",
     )
     parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --db, instead: the CPU a server that only follows spends per action "
+        "another commits (bench/_following.py)",
+    )
+    parser.add_argument(
         "--instances",
         default="1,2,3",
         metavar="N,...",
@@ -429,10 +438,18 @@ if __name__ == "__main__":
     elif arguments.db is None:
         asyncio.run(main(arguments.quick))
     else:
+        from bench._following import follower
         from bench._pgcluster import Cluster
         from bench._scaleout import compare
 
         counts = [int(n) for n in arguments.instances.split(",")]
+
+        async def run(url: str) -> None:
+            if arguments.follow:
+                await follower(url, arguments.quick)
+            else:
+                await compare(url, counts, arguments.quick)
+
         print(
             f"strabo SyncServer scale-out benchmark ({'quick' if arguments.quick else 'full'} "
             f"run), Python {sys.version.split()[0]}, {os.cpu_count()} CPUs\n"
@@ -440,6 +457,6 @@ if __name__ == "__main__":
         if arguments.db == "postgres":  # a throwaway server, PostgreSQL's default durability
             with Cluster(durable=True) as cluster:
                 print(f"PostgreSQL: a throwaway server ({cluster.bin}), default settings\n")
-                asyncio.run(compare(cluster.url, counts, arguments.quick))
+                asyncio.run(run(cluster.url))
         else:
-            asyncio.run(compare(arguments.db, counts, arguments.quick))
+            asyncio.run(run(arguments.db))
