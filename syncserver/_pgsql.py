@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 #: The bytes a notification's payload may hold (PostgreSQL's limit is 8000):
-#: the rows a commit wrote ride along below it, the seq alone above it.
+#: the rows a commit wrote ride along below it, signed (65 bytes more), the
+#: seq alone above it.
 NOTE_BYTES = 7900
 
 SCHEMA_VERSION = "1"
@@ -55,7 +56,9 @@ TURN_LOCK = 0x5354_5254
 # the same performer: a clash), write p_count batches after the
 # last one (p_rel: 1 for the first), move the counter and notify: with the
 # rows written (p_note, their JSON, relative seqs) when they fit a
-# notification, so that the other servers follow them without reading the log. Returns the
+# notification, so that the other servers follow them without reading the log,
+# signed with the log's secret (any role that connects may NOTIFY: what
+# servers apply must come from a commit of this function). Returns the
 # missed rows, then the last seq before the write (r_idx -1; -2: a clash). In
 # PL/pgSQL each statement takes a new snapshot: the reads after the lock see
 # the commit it waited for, which one plain statement would not.
@@ -64,7 +67,7 @@ DEFINITION = f"""
 CREATE OR REPLACE FUNCTION strabo_append_2(p_mas text, p_protocol text, p_after bigint,
     p_key integer, p_roots text[], p_count integer, p_rel integer[],
     p_idx integer[], p_root text[], p_action text[], p_performer text[], p_bindings text[],
-    p_attempt text[], p_channel text, p_note text)
+    p_attempt text[], p_channel text, p_note text, p_secret text)
 RETURNS TABLE (r_seq bigint, r_idx integer, r_action text, r_performer text,
                r_bindings text, r_attempt text, r_root text)
 LANGUAGE plpgsql AS $body$
@@ -104,6 +107,8 @@ BEGIN
         v_note := json_build_array(p_mas, p_protocol, v_last + p_count)::text;
         IF p_note IS NOT NULL AND octet_length(v_note) + octet_length(p_note) < {NOTE_BYTES} THEN
             v_note := left(v_note, -1) || ', ' || v_last || ', ' || p_note || ']';
+            v_note := encode(sha256(convert_to(p_secret || v_note, 'UTF8')), 'hex')
+                || ' ' || v_note;
         END IF;
         PERFORM pg_notify(p_channel, v_note);
     END IF;
@@ -113,7 +118,7 @@ BEGIN
     RETURN NEXT;
 END
 $body$"""
-APPEND = f"SELECT * FROM strabo_append_2({', '.join(f'${i}' for i in range(1, 16))})"
+APPEND = f"SELECT * FROM strabo_append_2({', '.join(f'${i}' for i in range(1, 17))})"
 Rows = Sequence[tuple[int, int, str, str, str, str, str | None]]
 RECORD = "INSERT INTO strabo_protocols VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
 

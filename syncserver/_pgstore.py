@@ -35,8 +35,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,9 +74,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("strabo.syncserver")
 
 
-def channel(mas: str) -> str:
-    """The notification channel of one MAS (an identifier, whatever the name)."""
-    return "strabo_" + hashlib.sha1(mas.encode()).hexdigest()[:20]
+def channel(schema: str, mas: str) -> str:
+    """The notification channel of one MAS in one schema (an identifier,
+    whatever the names): logs in two schemas of a database do not hear each
+    other."""
+    return "strabo_" + hashlib.sha1(f"{schema}\0{mas}".encode()).hexdigest()[:20]
+
+
+def signature(secret: str, body: str) -> str:
+    """What ``strabo_append_2`` signs a notification's rows with."""
+    return hashlib.sha256((secret + body).encode()).hexdigest()
 
 
 def _ledger_key(mas: str, protocol: str) -> int:
@@ -104,6 +113,8 @@ class PostgresStore(SharedStore):
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self._reconnect: asyncio.Event | None = None
+        self._secret = ""  # signs the rows notifications carry (strabo_meta)
+        self._schema = ""  # where the log is: its channels are named after it
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact(self.url)!r})"
@@ -142,6 +153,15 @@ class PostgresStore(SharedStore):
                         f"{redact(self.url)}: schema version {version}, "
                         f"this strabo reads {SCHEMA_VERSION}"
                     )
+                await conn.execute(
+                    "INSERT INTO strabo_meta VALUES ('notify_secret', $1) ON CONFLICT DO NOTHING",
+                    secrets.token_hex(32),
+                )
+                row = await conn.fetchrow(
+                    "SELECT value, current_schema() FROM strabo_meta WHERE key = 'notify_secret'"
+                )
+                assert row is not None  # inserted just before, in this transaction
+                self._secret, self._schema = row[0], row[1]
                 await define_functions(conn)
             await self._listen()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
@@ -193,7 +213,7 @@ class PostgresStore(SharedStore):
     async def watch(self, mas: str, protocol: str, callback: Hearing) -> None:
         self._watchers[(mas, protocol)] = callback
         if self._listener is not None and sum(m == mas for m, _ in self._watchers) == 1:
-            await self._listener.add_listener(channel(mas), self._notified)
+            await self._listener.add_listener(channel(self._schema, mas), self._notified)
 
     def unwatch(self, mas: str, protocol: str) -> None:
         self._watchers.pop((mas, protocol), None)
@@ -204,22 +224,29 @@ class PostgresStore(SharedStore):
         listener = await asyncpg.connect(self.url)
         listener.add_termination_listener(self._listener_lost)
         for mas in {m for m, _ in self._watchers}:
-            await listener.add_listener(channel(mas), self._notified)
+            await listener.add_listener(channel(self._schema, mas), self._notified)
         self._listener = listener
 
     def _notified(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
         """A commit on one of the hosted MASes: the payload names the ledger and
         its new last seq, then (when they fit) the seq before the commit and
         the rows it wrote."""
+        text = str(payload)
         try:
-            mas, protocol, seq, *carried = json.loads(str(payload))
-            rows = CarriedRows(int(carried[0]), carried[1]) if carried else None
-        except (ValueError, TypeError, IndexError):
+            signed = not text.startswith("[")  # the rows come signed (``signature``)
+            if signed:
+                digest, _, text = text.partition(" ")
+                if not hmac.compare_digest(digest, signature(self._secret, text)):
+                    raise ValueError("not signed with this log's secret")
+            mas, protocol, seq, *carried = json.loads(text)
+            seq = int(seq)
+            rows = CarriedRows(int(carried[0]), carried[1]) if signed else None
+            callback = self._watchers.get((mas, protocol))
+        except (ValueError, TypeError, IndexError, OverflowError):
             log.warning("unexpected notification on %s: %.200r", _channel, payload)
             return
-        callback = self._watchers.get((mas, protocol))
         if callback is not None:
-            callback(int(seq), rows)
+            callback(seq, rows)
 
     def _listener_lost(self, _conn: Any) -> None:
         if not self._closing and self._reconnect is not None:
@@ -324,11 +351,11 @@ class PostgresStore(SharedStore):
         columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in range(7)]
         count = rows[-1][0] if rows else 0
         key = _ledger_key(mas, name)
-        args = (mas, name, after, key, list(roots), count, *columns, channel(mas))
+        args = (mas, name, after, key, list(roots), count, *columns, channel(self._schema, mas))
         if count:
-            found = await self._write(conn, APPEND, *args, _note(rows))
+            found = await self._write(conn, APPEND, *args, _note(rows), self._secret)
         else:
-            found = await conn.fetch(APPEND, *args, None)
+            found = await conn.fetch(APPEND, *args, None, None)
         last = int(found[-1][0])
         if last > after:
             _check_dense(mas, name, [row[0] for row in found[:-1]], after, last)

@@ -583,13 +583,11 @@ class SharedFinalizer(Rebuilding):
                     if ledger.committed_seq != start or ledger.rebuilding is not None:
                         continue  # a turn or a rebuild caught up meanwhile
                     if not any([ledger.follow(b) for b in batches]):
-                        log.warning(
-                            "%s/%s: told of batch %d, the log has nothing after %d",
-                            ledger.mas,
-                            ledger.protocol.name,
-                            self._known,
-                            start,
-                        )
+                        name, known = ledger.protocol.name, self._known
+                        log.warning("%s/%s: told of batch %d, the log has nothing after %d",
+                                    ledger.mas, name, known, start)
+                        if not batches:  # told of a commit the log does not have: forget it
+                            self._known = start
                         break
         except Exception as exc:  # the database is away: the next poll tries again
             log.warning(

@@ -549,7 +549,7 @@ class Ledger(LogReader):
         self.next_seq = self.committed_seq + 1
         # A rebuild of a shared log may load batches that other servers committed
         # and this one has not published yet: publish them now.
-        for batch in batches[published:] if published else ():
+        for batch in batches[published:] if self.subscribers else ():
             for subscriber in self.subscribers:
                 subscriber.push(batch)
 

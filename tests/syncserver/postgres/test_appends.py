@@ -92,7 +92,7 @@ async def test_an_append_waits_while_a_turn_holds_the_ledger(pg_url: str) -> Non
                 await conn.execute("SET LOCAL lock_timeout = '200ms'")
                 with pytest.raises(asyncpg.LockNotAvailableError):
                     await conn.fetch(_APPEND, MAS, "SimpleUCP", 0, key, list(roots), 1,
-                                     *columns, "", None)
+                                     *columns, "", None, None)
             turn.append([Batch("SimpleUCP", 1, (Entry(create("t1"), "p", "a"),))])
         # Once it committed, the append follows it.
         done = await second.append_apart(MAS, SIMPLE, 0, written, roots)

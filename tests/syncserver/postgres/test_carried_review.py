@@ -2,8 +2,10 @@
 (syncserver/_pgsql.py ``strabo_append_2``, syncserver/_pgstore.py ``_note`` and
 ``CarriedRows``, ``SharedFinalizer.heard`` in syncserver/_shared.py).
 
-The xfail(strict) tests are bugs found by the review: each fails now and
-passes once it is fixed. The others pin what holds: the payload round-trips
+The tests under "Bugs" are what the review found, fixed since: forged rows, two
+schemas hearing each other, a seq from the future believed for good, garbage
+raising out of the listener, a rebuild holding batches back. The others pin
+what holds: the payload round-trips
 whatever the names and values hold, either side of the size limit; batches a
 turn writes several at a time are applied whole; garbage on the channel
 changes nothing.
@@ -89,7 +91,7 @@ async def notify(url: str, payload: str, mas: str = "default") -> None:
     """What any role that can connect to the database may send."""
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute("SELECT pg_notify($1, $2)", channel(mas), payload)
+        await conn.execute("SELECT pg_notify($1, $2)", channel("public", mas), payload)
     finally:
         await conn.close()
 
@@ -104,17 +106,17 @@ def forged(seq: int, cid: str) -> str:
 # Bugs ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="heard() trusts the rows a notification carries: any role that can connect "
-    "may NOTIFY the channel, and a forged batch enters the replica and the streams",
-)
-async def test_a_forged_notification_does_not_enter_the_replica(pg_url: str) -> None:
+@pytest.mark.parametrize("signed", ["", "0" * 64 + " "], ids=["unsigned", "badly-signed"])
+async def test_a_forged_notification_does_not_enter_the_replica(pg_url: str, signed: str) -> None:
     async with servers(pg_url, 1) as (b,):
         heard = Heard(b)
         follower = Follower(b)
-        await notify(pg_url, forged(1, "ghost"))
-        await heard.until(1)
+        await notify(pg_url, signed + forged(1, "ghost"))
+        # A marker after it (a channel delivers in commit order): once heard,
+        # so was the forgery (the unsigned one as a hint of seq 1, which the
+        # log then denies; the badly signed one not at all).
+        await notify(pg_url, json.dumps(["default", "SimpleUCP", 0]))
+        await heard.until(1 if signed else 2)
         await settled(b)
         ledger = b.ledgers[KEY]
         seen = (ledger.committed_seq, follower.seqs)
@@ -126,11 +128,6 @@ async def test_a_forged_notification_does_not_enter_the_replica(pg_url: str) -> 
         assert seen == (0, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the channel is named after the MAS alone (channel()), not the schema: two "
-    "deployments in one database, each in a schema of its own, apply each other's batches",
-)
 async def test_two_deployments_in_two_schemas_stay_apart(pg_url: str) -> None:
     conn = await asyncpg.connect(pg_url)
     try:
@@ -143,20 +140,18 @@ async def test_two_deployments_in_two_schemas_stay_apart(pg_url: str) -> None:
     ):
         heard = Heard(b)
         assert (await attempt(a, "platform", [create("c1")], "x1")).seq == 1
-        await heard.until(1)  # b hears a's commit: one channel for both
-        await settled(b)
-        assert await b.store.read("default", SIMPLE, 0, 10) == []  # b's log is apart
         # b's own Create of c1 is new to its log: its replica must not refuse it.
         receipt = await attempt(b, "platform", [create("c1")], "y1")
         assert not isinstance(receipt, Exception), receipt
         assert receipt.seq == 1
+        # b hears its own commit; on one channel a's, committed first, would
+        # have come first (a channel delivers in commit order).
+        await heard.until(1)
+        [carried] = heard.carried
+        assert [e.attempt_id for e in carried.batches(SIMPLE)[0].entries] == ["y1"]
+        assert await b.store.read("default", SIMPLE, 0, 10) != []  # b's log holds its own
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a notification's seq is believed: one naming a batch far ahead makes every "
-    "later notification and poll read the log (and log a warning), for good",
-)
 async def test_a_notification_from_the_future_does_not_cost_every_commit_a_read(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,11 +169,6 @@ async def test_a_notification_from_the_future_does_not_cost_every_commit_a_read(
         assert reads.count == 0  # the batch came with its notification
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_notified converts the seq outside its try: a payload whose seq is no "
-    "integer (or whose names are not strings) raises into the event loop",
-)
 @pytest.mark.parametrize(
     "payload",
     ['["default", "SimpleUCP", "x"]', '["default", "SimpleUCP", null]',
@@ -188,16 +178,10 @@ async def test_a_garbage_seq_is_refused_with_a_warning(payload: str) -> None:
     store = PostgresStore("postgresql://unused")
     told: list[Any] = []
     store._watchers[KEY] = lambda seq, carried=None: told.append(seq)
-    store._notified(None, 0, channel("default"), payload)  # must not raise
+    store._notified(None, 0, channel("public", "default"), payload)  # must not raise
     assert told == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Ledger._load_state publishes what a rebuild loads only if the replica held "
-    "a batch before (`if published`): a replica at 0, rebuilt, holds the others' batches "
-    "back from its streams until a later batch comes (pre-existing)",
-)
 async def test_a_rebuild_from_an_empty_replica_publishes_what_it_loads(pg_url: str) -> None:
     async with servers(pg_url, 1) as (a,):
         b = SyncServer.embedded([SIMPLE, PURCHASE], AGENTS, store=FailingOnce(pg_url))
@@ -280,7 +264,7 @@ class Listening:
         await self.store.open()
         await self.store.watch(self.mas, "SimpleUCP", self._hear)
         self.raw = await asyncpg.connect(self.url)
-        await self.raw.add_listener(channel(self.mas), self._raw)
+        await self.raw.add_listener(channel("public", self.mas), self._raw)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
