@@ -280,7 +280,9 @@ async def test_turns_of_one_ledger_run_one_at_a_time_across_servers(pg_url: str)
                 with pytest.raises(asyncpg.LockNotAvailableError):
                     key = _ledger_key(MAS, "SimpleUCP")
                     nothing = [[] for _ in range(7)]  # no rows to write
-                    await conn.fetch(_APPEND, MAS, "SimpleUCP", 0, key, [], 0, *nothing, "", None, None)
+                    await conn.fetch(
+                        _APPEND, MAS, "SimpleUCP", 0, key, [], 0, *nothing, "", None, None
+                    )
             task = asyncio.create_task(later())
             turn.append(batches()[:2])
         await asyncio.wait_for(task, 10)
