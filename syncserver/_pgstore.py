@@ -22,7 +22,9 @@ protocol text the log is written with (``langshaw.identity``): a server whose
 text means something else refuses to start (``SyncServer.start``).
 
 Each commit notifies its MAS's channel (:func:`channel`) with the ledger and
-its new last seq; every server listens on the channels of the MASes it hosts
+its new last seq, and the rows it wrote when they fit, signed with the log's
+secret (:func:`signature`: any role that connects may NOTIFY); every server
+listens on the channels of the MASes it hosts, applies the rows it is given,
 and reads what it has not seen, to publish it to its own subscribers. A lost
 notification (the listening connection dropped) is made up for by a poll of
 the counters every ``poll_interval`` seconds and after reconnecting.
