@@ -24,6 +24,7 @@ from syncserver import SyncServer
 from syncserver._pgsql import NOTE_BYTES
 from syncserver._pgstore import PostgresStore, _note, channel
 from syncserver.store import root_text
+from tests.syncserver.postgres.test_carried import KEY, Reads
 from tests.syncserver.postgres.test_servers import (
     AGENTS,
     PURCHASE,
@@ -34,24 +35,6 @@ from tests.syncserver.postgres.test_servers import (
     create,
     servers,
 )
-
-KEY = ("default", "SimpleUCP")
-
-
-class Reads:
-    """Counts the log reads of one server's store (a follower's catch-up)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, server: SyncServer) -> None:
-        self.count = 0
-        store = server.store
-        assert isinstance(store, PostgresStore)
-        real = store.read
-
-        async def read(*args: Any) -> Any:
-            self.count += 1
-            return await real(*args)
-
-        monkeypatch.setattr(store, "read", read)
 
 
 class Heard:
