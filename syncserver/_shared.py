@@ -126,12 +126,13 @@ class SharedFinalizer(Rebuilding):
     #: ledger is then likely held by another server for about as long, and the
     #: attempts arriving meanwhile share one append. An append costs PostgreSQL
     #: a statement and a flush (about 0.4 ms of its CPU) and the server a round
-    #: trip: with three servers on two CPUs (bench/syncserver.py --db), about
-    #: 18% less of the servers' CPU per action and 30% less of PostgreSQL's,
-    #: and 20% more throughput. As PostgreSQL's commit_delay with
-    #: commit_siblings: alone on the ledger, or with one attempt at a time
-    #: (a sequential agent), a turn starts at once.
-    CONTENDED = 0.0005
+    #: trip: with three servers on two CPUs (bench/syncserver.py --db), 0.5 ms
+    #: against none: 18% less of the servers' CPU per action, 30% less of
+    #: PostgreSQL's, 20% more throughput; 1 ms against 0.5: 3 servers gave
+    #: 0.92x to 1.02x one server's throughput instead of 0.82x to 0.88x. As
+    #: PostgreSQL's commit_delay with commit_siblings: alone on the ledger, or
+    #: with one attempt at a time (a sequential agent), a turn starts at once.
+    CONTENDED = 0.001
 
     def __init__(self, ledger: Ledger, store: SharedStore) -> None:
         self.ledger = ledger
