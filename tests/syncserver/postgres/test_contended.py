@@ -49,6 +49,15 @@ async def test_a_group_that_met_other_servers_batches_makes_the_next_turn_wait(
     async with servers(pg_url, 2) as (a, b):
         finalizer = a.ledgers[("default", "SimpleUCP")]._shared
         assert finalizer is not None
+        queued = asyncio.Event()
+
+        class Queue(list[Any]):
+            def append(self, item: Any) -> None:
+                super().append(item)
+                if len(self) == 3:
+                    queued.set()
+
+        monkeypatch.setattr(finalizer, "_queue", Queue())
         # b commits while a does not follow it (a held back): a's next append
         # meets b's batch, with a group of attempts.
         async with finalizer._lock:
@@ -57,8 +66,7 @@ async def test_a_group_that_met_other_servers_batches_makes_the_next_turn_wait(
                 asyncio.ensure_future(attempt(a, "platform", [create(f"g{i}")], f"g{i}"))
                 for i in range(3)
             ]
-            while len(finalizer._queue) < 3:  # they queue for one turn, behind the lock
-                await asyncio.sleep(0)
+            await queued.wait()  # all three wait for one turn, behind the lock
         answers = await asyncio.gather(*group)
         assert all(not isinstance(r, Exception) for r in answers), answers
         assert finalizer._contended
