@@ -10,6 +10,7 @@ such as ``strabo agent --embedded`` starting a server, are listed in LAZY.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +31,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports(path: Path) -> set[str]:
-    """Every module ``path`` imports (and every ``from X import name`` as ``X.name``)."""
+@functools.cache
+def imports(path: Path) -> frozenset[str]:
+    """Every module ``path`` imports (and every ``from X import name`` as ``X.name``);
+    read once per run (a dozen tests walk the whole tree)."""
     tree = ast.parse(path.read_text())
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -47,7 +50,7 @@ def imports(path: Path) -> set[str]:
                 stem = node.module or ""
             found.add(stem)
             found.update(f"{stem}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def graph() -> dict[str, set[str]]:
