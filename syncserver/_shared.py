@@ -543,8 +543,8 @@ class SharedFinalizer(Rebuilding):
         self._heard.set()
         self._known = max(self._known, seq)
         ledger = self.ledger
-        free = not (self._lock.locked() or self._closed or ledger.rebuilding or ledger.stale)
-        if carried is not None and carried.first == ledger.committed_seq + 1 and free:
+        if (carried is not None and carried.first == ledger.committed_seq + 1
+                and not (self._lock.locked() or self._closed or ledger.rebuilding or ledger.stale)):
             try:
                 for batch in carried.batches(ledger.protocol):
                     if not ledger.follow(batch):

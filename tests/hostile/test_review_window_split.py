@@ -106,11 +106,11 @@ async def windowed(
         yield server, ledger, window
 
 
-async def seqs_until(stream: Any, last: int) -> list[int]:
-    """The seqs a subscription yields, up to ``last`` (within 2 s); closes it."""
+async def seqs_until(stream: Any, last: int, seconds: float = 2) -> list[int]:
+    """The seqs a subscription yields, up to ``last`` (within ``seconds``); closes it."""
     seen: list[int] = []
     try:
-        async with asyncio.timeout(2):
+        async with asyncio.timeout(seconds):
             async for batch in stream:
                 seen.append(batch.seq)
                 if batch.seq >= last:

@@ -5,7 +5,6 @@ do not fit, or come while a turn holds the replica, are read as before."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,20 +40,29 @@ class Reads:
         monkeypatch.setattr(store, "read", read)
 
 
-def heard_events(server: SyncServer) -> Iterator[asyncio.Event]:
-    """An event set after each notification the server's ledger is told of."""
-    store = server.store
-    assert isinstance(store, PostgresStore)
-    real = store._watchers[KEY]
-    while True:
-        event = asyncio.Event()
+class Heard:
+    """Wraps a server's watcher of KEY: an event per notification handled."""
 
-        def hear(seq: int, carried: Any = None, real: Any = real, event: Any = event) -> None:
-            real(seq, carried)
-            event.set()
+    def __init__(self, server: SyncServer) -> None:
+        store = server.store
+        assert isinstance(store, PostgresStore)
+        self.real = store._watchers[KEY]
+        self.count = 0
+        self.changed = asyncio.Event()
+        self.carried: list[Any] = []
+        store._watchers[KEY] = self
 
-        store._watchers[KEY] = hear
-        yield event
+    def __call__(self, seq: int, carried: Any = None) -> None:
+        self.real(seq, carried)
+        self.count += 1
+        self.carried.append(carried)
+        self.changed.set()
+
+    async def until(self, count: int) -> None:
+        async with asyncio.timeout(10):
+            while self.count < count:
+                self.changed.clear()
+                await self.changed.wait()
 
 
 async def test_a_follower_applies_what_the_notification_carried(
@@ -101,12 +109,10 @@ async def test_a_commit_heard_while_a_turn_holds_the_replica_waits_for_it(
         finalizer = b.ledgers[KEY]._shared
         assert finalizer is not None
         ledger = b.ledgers[KEY]
-        events = heard_events(b)
-        event = next(events)
+        heard = Heard(b)
         async with finalizer._lock:  # as a turn does, with checks not yet written
             assert (await attempt(a, "platform", [create("c1")], "x1")).seq == 1
-            async with asyncio.timeout(10):
-                await event.wait()
+            await heard.until(1)
             assert ledger.committed_seq == 0  # not applied under the turn's feet
         follower = Follower(b)
         await follower.until(1)  # read from the log once the replica is free

@@ -24,7 +24,7 @@ from syncserver import SyncServer
 from syncserver._pgsql import NOTE_BYTES
 from syncserver._pgstore import PostgresStore, _note, channel
 from syncserver.store import root_text
-from tests.syncserver.postgres.test_carried import KEY, Reads
+from tests.syncserver.postgres.test_carried import KEY, Heard, Reads
 from tests.syncserver.postgres.test_servers import (
     AGENTS,
     PURCHASE,
@@ -35,31 +35,6 @@ from tests.syncserver.postgres.test_servers import (
     create,
     servers,
 )
-
-
-class Heard:
-    """Wraps a server's watcher of KEY: an event per notification handled."""
-
-    def __init__(self, server: SyncServer) -> None:
-        store = server.store
-        assert isinstance(store, PostgresStore)
-        self.real = store._watchers[KEY]
-        self.count = 0
-        self.changed = asyncio.Event()
-        self.carried: list[Any] = []
-        store._watchers[KEY] = self
-
-    def __call__(self, seq: int, carried: Any = None) -> None:
-        self.real(seq, carried)
-        self.count += 1
-        self.carried.append(carried)
-        self.changed.set()
-
-    async def until(self, count: int) -> None:
-        async with asyncio.timeout(10):
-            while self.count < count:
-                self.changed.clear()
-                await self.changed.wait()
 
 
 async def settled(server: SyncServer) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from syncserver import SyncServer, _window
+from tests.hostile.test_review_window_split import seqs_until
 from tests.syncserver.test_window_split import (
     AGENTS,
     COUNT,
@@ -26,17 +27,7 @@ from tests.syncserver.test_window_split import (
 
 async def until_seq(server: SyncServer, last: int) -> list[int]:
     """The seqs a subscriber on ``server`` receives from the start, up to ``last``."""
-    seqs: list[int] = []
-    batches = server.ledgers[("default", "SimpleUCP")].subscribe(0)
-    try:
-        async with asyncio.timeout(10):
-            async for batch in batches:
-                seqs.append(batch.seq)
-                if batch.seq >= last:
-                    break
-    finally:
-        await batches.aclose()
-    return seqs
+    return await seqs_until(server.ledgers[("default", "SimpleUCP")].subscribe(0), last, 10)
 
 
 @pytest.mark.parametrize(("per_batch", "expected"), [(2.5, None), (math.inf, 1)])
