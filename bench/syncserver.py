@@ -424,6 +424,8 @@ if __name__ == "__main__":
         help="with --db: how many SyncServer processes share the log, per set-up (default 1,2,3)",
     )
     arguments = parser.parse_args()
+    if arguments.follow and arguments.db is None:
+        parser.error("--follow measures servers over PostgreSQL: give --db too")
     if arguments.fanout is not None:
         from bench._fanout import compare as fanout
 
